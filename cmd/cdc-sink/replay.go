@@ -1,0 +1,306 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cdcsink/cdc-sink/merge"
+	"github.com/cdcsink/cdc-sink/pipeline"
+	"github.com/cdcsink/cdc-sink/quarantine"
+	"github.com/cdcsink/cdc-sink/source"
+)
+
+// cmdReplay applies a bounded set of records to one table and stops:
+// from kcat -J files (--from-file), or from Kafka topics up to the end
+// offsets captured at start (--topics, Spark's availableNow).
+func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("replay", stderr)
+	var files, keyCols, topics multiFlag
+	fs.Var(&files, "from-file", "kcat -J JSON-lines file to apply (repeatable; applied in order)")
+	table := fs.String("table", "", "Delta table directory (created if needed)")
+	batch := fs.Int("batch-records", 10000, "records per micro-batch")
+	qfile := fs.String("quarantine-file", "", "append rejected records here (kcat -J line + \"error\")")
+	sink := fs.String("sink-name", "cdc-sink-replay", "sink name: txn appId and table owner")
+	topic := fs.String("topic", "", "topic for file lines without one")
+	fs.Var(&keyCols, "key-columns", "TABLE=col1,col2 key columns for records with a null key (repeatable)")
+	fs.Var(&topics, "topics", "Kafka topics to replay (repeatable or comma-separated)")
+	brokers := fs.String("brokers", "127.0.0.1:9092", "Kafka bootstrap servers (with --topics)")
+	starting := fs.String("starting", "earliest", "with --topics: earliest | RFC 3339 timestamp | topic:partition=offset,...")
+	registry := fs.String("registry", "", "Confluent-compatible schema registry URL (Avro records)")
+	foreign := fs.Bool("allow-foreign-sink", false, "write even if the table belongs to another sink name")
+	quiet := fs.Bool("quiet", false, "no progress line")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *table == "" {
+		return errors.New("--table is required")
+	}
+	if len(files) == 0 && len(topics) == 0 {
+		return errors.New("give --from-file PATH or --topics T")
+	}
+	if len(files) > 0 && len(topics) > 0 {
+		return errors.New("--from-file and --topics are exclusive")
+	}
+	kc, err := parseKeyColumns(keyCols)
+	if err != nil {
+		return err
+	}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	qw, closeQ, err := replayQuarantine(*qfile)
+	if err != nil {
+		return err
+	}
+	defer closeQ()
+	setup := &sinkSetup{
+		Sink:             *sink,
+		Route:            func(topic string) (string, bool) { return *table, !isControlTopic(topic) },
+		KeyColumns:       kc,
+		Quarantine:       qw,
+		AllowForeignSink: *foreign,
+		Logger:           logger,
+	}
+	if *registry != "" {
+		setup.Registry = newRegistry(*registry)
+	}
+	p, ts := buildPipeline(setup)
+	// Open (or refuse) the table before reading anything.
+	if _, err := ts.open(ctx, *table); err != nil {
+		return err
+	}
+	prog := newProgress(stderr, !*quiet)
+	r := &pipeline.Runner{P: p, Trigger: pipeline.Trigger{MaxRecords: *batch, MaxInterval: time.Hour}}
+	r.AfterBatch = func(_ context.Context, recs []*source.Record, rep *pipeline.Report) error {
+		prog.batch(rep)
+		return nil
+	}
+	if len(files) > 0 {
+		for _, f := range files {
+			fr, err := source.OpenFile(f, source.FileOptions{DefaultTopic: *topic})
+			if err != nil {
+				return err
+			}
+			r.Src = fr
+			err = r.Run(ctx)
+			fr.Close()
+			if err != nil {
+				return fmt.Errorf("replay %s: %w", f, err)
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+	} else {
+		if err := replayKafka(ctx, r, prog, ts, *table, *sink, *brokers, splitList(topics), *starting); err != nil {
+			return err
+		}
+	}
+	prog.finish()
+	t, err := ts.open(ctx, *table)
+	if err != nil {
+		return err
+	}
+	live, deleted := t.LiveRows()
+	fmt.Fprintf(stdout, "table %s version %d: %d live rows, %d tombstones; %s\n", *table, t.Version(), live, deleted, prog.summary())
+	return nil
+}
+
+func splitList(vals []string) []string {
+	var out []string
+	for _, v := range vals {
+		for _, p := range strings.Split(v, ",") {
+			if p = strings.TrimSpace(p); p != "" {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
+}
+
+// replayQuarantine returns the quarantine writer of a bounded replay: the
+// given file, or one that refuses (so bad records fail the replay loudly
+// rather than vanish).
+func replayQuarantine(path string) (quarantine.Writer, func(), error) {
+	if path == "" {
+		return refuseWriter{}, func() {}, nil
+	}
+	w, err := quarantine.NewFileWriter(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return w, func() { w.Close() }, nil
+}
+
+type refuseWriter struct{}
+
+func (refuseWriter) Write(_ context.Context, es []quarantine.Entry) error {
+	if len(es) == 0 {
+		return nil
+	}
+	e := es[0]
+	return fmt.Errorf("%w: record %s/%d@%d rejected (%s: %s) and no --quarantine-file was given",
+		errNoQuarantine, e.Record.Topic, e.Record.Partition, e.Record.Offset, e.Reason, e.Message)
+}
+
+var errNoQuarantine = errors.New("no quarantine destination")
+
+// replayKafka consumes topics from the starting point up to the end offsets
+// captured now, with a group of its own, then stops.
+func replayKafka(ctx context.Context, r *pipeline.Runner, prog *progress, ts *tableSet, table, sink, brokers string, topics []string, starting string) error {
+	if len(topics) == 0 {
+		return errors.New("--topics is empty")
+	}
+	t, err := ts.open(ctx, table)
+	if err != nil {
+		return err
+	}
+	var start map[source.TopicPartition]int64
+	startAt := func(c *source.Consumer) error {
+		switch {
+		case starting == "earliest" || starting == "":
+			return nil
+		case strings.Contains(starting, "="):
+			start = map[source.TopicPartition]int64{}
+			for _, part := range strings.Split(starting, ",") {
+				tpS, offS, _ := strings.Cut(part, "=")
+				i := strings.LastIndexByte(tpS, ':')
+				if i < 0 {
+					return fmt.Errorf("--starting %q: want topic:partition=offset", part)
+				}
+				p, err1 := strconv.Atoi(tpS[i+1:])
+				o, err2 := strconv.ParseInt(offS, 10, 64)
+				if err1 != nil || err2 != nil {
+					return fmt.Errorf("--starting %q: want topic:partition=offset", part)
+				}
+				start[source.TopicPartition{Topic: tpS[:i], Partition: int32(p)}] = o
+			}
+			return nil
+		default:
+			ts, err := time.Parse(time.RFC3339, starting)
+			if err != nil {
+				return fmt.Errorf("--starting %q: want earliest, an RFC 3339 time or offsets", starting)
+			}
+			start, err = c.OffsetsForTimes(ctx, topics, ts)
+			return err
+		}
+	}
+	h := &replayHandler{table: t, start: &start}
+	c, err := source.NewConsumer(source.ConsumerConfig{
+		Brokers: strings.Split(brokers, ","), GroupID: sink + ".replay." + strconv.FormatInt(time.Now().UnixNano(), 36),
+		Topics: topics, AutoOffsetReset: "earliest",
+	}, h)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := startAt(c); err != nil {
+		return err
+	}
+	end, err := c.EndOffsets(ctx, topics)
+	if err != nil {
+		return fmt.Errorf("end offsets: %w", err)
+	}
+	c.StopAt(end)
+	var total int64
+	for tp, e := range end {
+		s := start[tp]
+		if o, ok := t.NextOffset(tp.Topic, tp.Partition); ok && o > s {
+			s = o
+		}
+		if e > s {
+			total += e - s
+		}
+	}
+	prog.setTotal(total)
+	r.Src = c
+	return r.Run(ctx)
+}
+
+// replayHandler seeks each assigned partition to the table's progress, or
+// to the requested start.
+type replayHandler struct {
+	table *merge.Table
+	start *map[source.TopicPartition]int64
+}
+
+func (h *replayHandler) OnAssign(_ context.Context, parts []source.TopicPartition) (map[source.TopicPartition]int64, error) {
+	out := map[source.TopicPartition]int64{}
+	for _, tp := range parts {
+		off := int64(0)
+		if s, ok := (*h.start)[tp]; ok {
+			off = s
+		}
+		if o, ok := h.table.NextOffset(tp.Topic, tp.Partition); ok && o > off {
+			off = o
+		}
+		out[tp] = off
+	}
+	return out, nil
+}
+
+func (h *replayHandler) OnRevoke(context.Context, []source.TopicPartition) error { return nil }
+
+// progress prints a one-line progress report (rate, ETA) to a terminal.
+type progress struct {
+	w       io.Writer
+	on      bool
+	start   time.Time
+	total   int64
+	done    int64
+	applied map[string]int
+	quar    int
+}
+
+func newProgress(w io.Writer, on bool) *progress {
+	if f, ok := w.(*os.File); ok && on {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice == 0 {
+			on = false // not a terminal
+		}
+	}
+	return &progress{w: w, on: on, start: time.Now(), applied: map[string]int{}}
+}
+
+func (p *progress) setTotal(n int64) { p.total = n }
+
+func (p *progress) batch(rep *pipeline.Report) {
+	p.done += int64(rep.Records)
+	for _, n := range rep.Quarantined {
+		p.quar += n
+	}
+	for _, tr := range rep.Tables {
+		p.applied["inserted"] += tr.Result.Inserted
+		p.applied["updated"] += tr.Result.Updated
+		p.applied["deleted"] += tr.Result.Deleted
+		p.applied["stale"] += tr.Result.Stale
+		p.applied["duplicate"] += tr.Result.Duplicate
+	}
+	if !p.on {
+		return
+	}
+	el := time.Since(p.start).Seconds()
+	rate := float64(p.done) / max(el, 1e-3)
+	line := fmt.Sprintf("\r%d records  %.0f rec/s", p.done, rate)
+	if p.total > 0 {
+		pct := 100 * float64(p.done) / float64(p.total)
+		eta := time.Duration(float64(p.total-p.done)/max(rate, 1e-9)) * time.Second
+		line += fmt.Sprintf("  %5.1f%%  ETA %s", min(pct, 100), eta.Round(time.Second))
+	}
+	fmt.Fprint(p.w, line+"   ")
+}
+
+func (p *progress) finish() {
+	if p.on {
+		fmt.Fprintln(p.w)
+	}
+}
+
+func (p *progress) summary() string {
+	return fmt.Sprintf("%d records: %d inserted, %d updated, %d deleted, %d stale, %d duplicate, %d quarantined",
+		p.done, p.applied["inserted"], p.applied["updated"], p.applied["deleted"], p.applied["stale"], p.applied["duplicate"], p.quar)
+}

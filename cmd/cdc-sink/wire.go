@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/cdcsink/cdc-sink/envelope"
+	"github.com/cdcsink/cdc-sink/merge"
+	"github.com/cdcsink/cdc-sink/normalize"
+	"github.com/cdcsink/cdc-sink/pipeline"
+	"github.com/cdcsink/cdc-sink/quarantine"
+)
+
+// sinkSetup is everything needed to build a pipeline, from flags or config.
+type sinkSetup struct {
+	Sink string
+	// Route maps a topic to a table directory; ok=false for topics that route
+	// nowhere (heartbeats, transaction metadata).
+	Route            func(topic string) (dir string, ok bool)
+	KeyColumns       map[string][]string // per topic or per source table (schema.table)
+	Registry         envelope.Registry
+	Quarantine       quarantine.Writer
+	Truncate         merge.TruncateMode
+	AllowForeignSink bool
+	Logger           *slog.Logger
+	Observer         pipeline.Observer
+}
+
+// tableSet opens each table once and hands it to the pipeline's router.
+type tableSet struct {
+	mu     sync.Mutex
+	setup  *sinkSetup
+	tables map[string]*merge.Table
+}
+
+func (ts *tableSet) open(ctx context.Context, dir string) (*merge.Table, error) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if t, ok := ts.tables[dir]; ok {
+		return t, nil
+	}
+	t, err := merge.Open(ctx, dir, merge.Options{
+		Sink: ts.setup.Sink, Truncate: ts.setup.Truncate, AllowForeignSink: ts.setup.AllowForeignSink,
+		Logger: ts.setup.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ts.tables[dir] = t
+	return t, nil
+}
+
+// all returns the opened tables, by directory.
+func (ts *tableSet) all() map[string]*merge.Table {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	out := make(map[string]*merge.Table, len(ts.tables))
+	for k, v := range ts.tables {
+		out[k] = v
+	}
+	return out
+}
+
+func buildPipeline(s *sinkSetup) (*pipeline.Pipeline, *tableSet) {
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.DiscardHandler)
+	}
+	ts := &tableSet{setup: s, tables: map[string]*merge.Table{}}
+	dec := envelope.NewDecoder(envelope.Options{Registry: s.Registry})
+	norm := normalize.New(normalize.Options{KeyColumns: s.KeyColumns})
+	p := pipeline.New(pipeline.Config{
+		Sink:       s.Sink,
+		Decoder:    dec,
+		Normalizer: norm,
+		Quarantine: s.Quarantine,
+		Logger:     s.Logger,
+		Observer:   s.Observer,
+		Route: func(ctx context.Context, topic string) (pipeline.Table, string, bool, error) {
+			dir, ok := s.Route(topic)
+			if !ok {
+				return nil, "", false, nil
+			}
+			t, err := ts.open(ctx, dir)
+			if err != nil {
+				return nil, "", false, err
+			}
+			return t, dir, true, nil
+		},
+	})
+	return p, ts
+}
+
+// routeTemplate expands a table path template with the parts of a Debezium
+// topic name <prefix>.<schema>.<table>: {topic}, {prefix} (also {db}),
+// {schema}, {table}.
+func routeTemplate(tmpl string) func(topic string) (string, bool) {
+	return func(topic string) (string, bool) {
+		if isControlTopic(topic) {
+			return "", false
+		}
+		parts := strings.Split(topic, ".")
+		var prefix, sch, tbl string
+		switch len(parts) {
+		case 1:
+			tbl = parts[0]
+		case 2:
+			prefix, tbl = parts[0], parts[1]
+		default:
+			prefix, sch, tbl = strings.Join(parts[:len(parts)-2], "."), parts[len(parts)-2], parts[len(parts)-1]
+		}
+		r := strings.NewReplacer("{topic}", topic, "{prefix}", prefix, "{db}", prefix, "{schema}", sch, "{table}", tbl)
+		return filepath.Clean(r.Replace(tmpl)), true
+	}
+}
+
+// isControlTopic recognises Debezium's heartbeat and transaction topics by name.
+func isControlTopic(topic string) bool {
+	return strings.HasPrefix(topic, "__debezium-heartbeat") || strings.HasSuffix(topic, ".transaction") ||
+		strings.HasSuffix(topic, ".heartbeat")
+}
+
+func parseKeyColumns(specs []string) (map[string][]string, error) {
+	out := map[string][]string{}
+	for _, s := range specs {
+		name, cols, ok := strings.Cut(s, "=")
+		if !ok || name == "" || cols == "" {
+			return nil, fmt.Errorf("key columns %q: want TABLE_OR_TOPIC=col1,col2", s)
+		}
+		out[name] = strings.Split(cols, ",")
+	}
+	return out, nil
+}

@@ -1,0 +1,404 @@
+package delta
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io/fs"
+	"time"
+)
+
+// EngineVersion is reported in commitInfo.engineInfo as "cdc-sink/<EngineVersion>".
+var EngineVersion = "dev"
+
+// DefaultMaxAttempts bounds commit retries after concurrent blind appends.
+const DefaultMaxAttempts = 10
+
+// Create writes version 0 of a new table (protocol + metaData + commitInfo).
+// It fails with ErrTableExists when any commit already exists.
+func Create(ctx context.Context, store Storage, tablePath string, meta Metadata, protocol Protocol) (*Table, error) {
+	t := OpenTable(store, tablePath)
+	if v, err := t.LatestVersion(ctx); err == nil {
+		return nil, fmt.Errorf("create %s: %w (at v%d)", tablePath, ErrTableExists, v)
+	}
+	if meta.ID == "" {
+		meta.ID = newUUID()
+	}
+	if meta.CreatedTime == nil {
+		now := time.Now().UnixMilli()
+		meta.CreatedTime = &now
+	}
+	if protocol.MinReaderVersion == 0 {
+		protocol = Protocol{MinReaderVersion: 1, MinWriterVersion: 2}
+	}
+	if protocol.MinReaderVersion == 3 && protocol.ReaderFeatures == nil {
+		protocol.ReaderFeatures = []string{}
+	}
+	if protocol.MinWriterVersion == 7 && protocol.WriterFeatures == nil {
+		protocol.WriterFeatures = []string{}
+	}
+	if err := checkWriteSupported(&protocol, &meta); err != nil {
+		return nil, fmt.Errorf("create %s: %w", tablePath, err)
+	}
+	ci := commitInfo("CREATE TABLE", map[string]any{"partitionBy": meta.PartitionColumns}, -1, false)
+	data, err := MarshalCommit([]Action{{CommitInfo: ci}, {Protocol: &protocol}, {Metadata: &meta}})
+	if err != nil {
+		return nil, fmt.Errorf("create %s: %w", tablePath, err)
+	}
+	if err := store.PutIfAbsent(ctx, t.logKey(commitName(0)), data); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("create %s: %w", tablePath, ErrTableExists)
+		}
+		return nil, fmt.Errorf("create %s: write v0: %w", tablePath, err)
+	}
+	return t, nil
+}
+
+func commitInfo(op string, params map[string]any, readVersion int64, blind bool) map[string]any {
+	if params == nil {
+		params = map[string]any{}
+	}
+	ci := map[string]any{
+		"timestamp":           time.Now().UnixMilli(),
+		"operation":           op,
+		"operationParameters": params,
+		"isolationLevel":      "Serializable",
+		"isBlindAppend":       blind,
+		"engineInfo":          "cdc-sink/" + EngineVersion,
+		"txnId":               newUUID(),
+	}
+	if readVersion >= 0 {
+		ci["readVersion"] = readVersion
+	}
+	return ci
+}
+
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// Transaction collects actions against a read snapshot and commits them
+// with optimistic concurrency. Not safe for concurrent use.
+type Transaction struct {
+	table    *Table
+	read     *Snapshot
+	adds     []Add
+	removes  []Remove
+	metadata *Metadata
+	protocol *Protocol
+	domains  []DomainMetadata
+	appTxns  []Txn
+	readTxns map[string]bool
+	readAll  bool
+	other    []Action
+
+	// MaxAttempts bounds retries (default DefaultMaxAttempts).
+	MaxAttempts int
+	// SkipCheckpoint disables the automatic checkpoint after commit.
+	SkipCheckpoint bool
+	// Now overrides the clock (tests).
+	Now func() time.Time
+}
+
+// Begin starts a transaction reading snap.
+func (t *Table) Begin(snap *Snapshot) *Transaction {
+	return &Transaction{table: t, read: snap, readTxns: map[string]bool{}, MaxAttempts: DefaultMaxAttempts}
+}
+
+// Begin starts a transaction on the snapshot's table.
+func (s *Snapshot) Begin() *Transaction { return s.table.Begin(s) }
+
+// ReadSnapshot is the snapshot the transaction started from.
+func (tx *Transaction) ReadSnapshot() *Snapshot { return tx.read }
+
+// Add appends add actions (new data files, or files with a new DV).
+func (tx *Transaction) Add(adds ...Add) *Transaction { tx.adds = append(tx.adds, adds...); return tx }
+
+// Remove appends remove actions. DeletionTimestamp defaults to now.
+// To replace a file's DV: Remove{Path, DeletionVector: old} + Add{Path, DeletionVector: new}.
+func (tx *Transaction) Remove(removes ...Remove) *Transaction {
+	tx.removes = append(tx.removes, removes...)
+	return tx
+}
+
+// RemoveFile builds a remove for an active add (keeps its DV, size, partition values).
+func RemoveFile(a Add, ts time.Time) Remove {
+	ms := ts.UnixMilli()
+	ext := true
+	size := a.Size
+	return Remove{Path: a.Path, DeletionTimestamp: &ms, DataChange: true, ExtendedFileMetadata: &ext,
+		PartitionValues: a.PartitionValues, Size: &size, DeletionVector: a.DeletionVector,
+		BaseRowID: a.BaseRowID, DefaultRowCommitVersion: a.DefaultRowCommitVersion}
+}
+
+// SetMetadata replaces the table metadata (schema evolution, properties).
+func (tx *Transaction) SetMetadata(m Metadata) *Transaction { tx.metadata = &m; return tx }
+
+// SetProtocol upgrades the protocol.
+func (tx *Transaction) SetProtocol(p Protocol) *Transaction { tx.protocol = &p; return tx }
+
+// SetDomainMetadata sets a domain's configuration (adds the domainMetadata
+// writer feature requirement: the table protocol must list it).
+func (tx *Transaction) SetDomainMetadata(domain, configuration string) *Transaction {
+	tx.domains = append(tx.domains, DomainMetadata{Domain: domain, Configuration: configuration})
+	return tx
+}
+
+// RemoveDomainMetadata tombstones a domain.
+func (tx *Transaction) RemoveDomainMetadata(domain string) *Transaction {
+	cfg, _ := tx.read.DomainMetadata(domain)
+	tx.domains = append(tx.domains, DomainMetadata{Domain: domain, Configuration: cfg, Removed: true})
+	return tx
+}
+
+// SetAppTransaction records appId's batch version in this commit (idempotent writes).
+func (tx *Transaction) SetAppTransaction(appID string, version int64) *Transaction {
+	tx.appTxns = append(tx.appTxns, Txn{AppID: appID, Version: version})
+	tx.readTxns[appID] = true
+	return tx
+}
+
+// TxnVersion reads appId's version from the read snapshot and records the
+// dependency: a concurrent commit setting that appId makes ours conflict.
+func (tx *Transaction) TxnVersion(appID string) (int64, bool) {
+	tx.readTxns[appID] = true
+	return tx.read.TxnVersion(appID)
+}
+
+// ReadWholeTable declares that this transaction's writes depend on the
+// whole table contents (e.g. MERGE): any concurrent data change conflicts.
+func (tx *Transaction) ReadWholeTable() *Transaction { tx.readAll = true; return tx }
+
+func (tx *Transaction) now() time.Time {
+	if tx.Now != nil {
+		return tx.Now()
+	}
+	return time.Now()
+}
+
+// validate enforces the spec's "no two reconciling actions in one commit"
+// and our writer-feature support.
+func (tx *Transaction) validate() error {
+	seen := map[string]bool{}
+	for i := range tx.adds {
+		a := &tx.adds[i]
+		if a.Path == "" {
+			return fmt.Errorf("add #%d: empty path", i)
+		}
+		k := a.Key()
+		if seen[k] {
+			return fmt.Errorf("add %s appears twice in one commit", a.Path)
+		}
+		seen[k] = true
+	}
+	rseen := map[string]bool{}
+	for i := range tx.removes {
+		r := &tx.removes[i]
+		if r.Path == "" {
+			return fmt.Errorf("remove #%d: empty path", i)
+		}
+		k := r.Key()
+		if rseen[k] || seen[k] {
+			return fmt.Errorf("remove %s reconciles with another action in the same commit", r.Path)
+		}
+		rseen[k] = true
+	}
+	apps := map[string]bool{}
+	for _, t := range tx.appTxns {
+		if apps[t.AppID] {
+			return fmt.Errorf("two txn actions for appId %q in one commit", t.AppID)
+		}
+		apps[t.AppID] = true
+	}
+	doms := map[string]bool{}
+	for _, d := range tx.domains {
+		if doms[d.Domain] {
+			return fmt.Errorf("two domainMetadata actions for %q in one commit", d.Domain)
+		}
+		doms[d.Domain] = true
+	}
+	p, m := tx.read.protocol, tx.read.metadata
+	if tx.protocol != nil {
+		p = *tx.protocol
+	}
+	if tx.metadata != nil {
+		m = *tx.metadata
+	}
+	if err := checkWriteSupported(&p, &m); err != nil {
+		return err
+	}
+	if len(tx.domains) > 0 && !p.HasFeature("domainMetadata") {
+		return &UnsupportedFeatureError{Feature: "domainMetadata (not enabled in table protocol: add writer feature domainMetadata, writer version 7)"}
+	}
+	for i := range tx.adds {
+		if tx.adds[i].DeletionVector != nil && !p.HasFeature("deletionVectors") {
+			return &UnsupportedFeatureError{Feature: "deletionVectors (not enabled in table protocol)"}
+		}
+	}
+	if m.Configuration["delta.appendOnly"] == "true" {
+		for _, r := range tx.removes {
+			if r.DataChange {
+				return fmt.Errorf("table is append-only (delta.appendOnly=true): remove of %s refused", r.Path)
+			}
+		}
+	}
+	return nil
+}
+
+// IsBlindAppend: only adds (no DV), no removes, no reads of table data.
+func (tx *Transaction) IsBlindAppend() bool {
+	if len(tx.removes) > 0 || tx.metadata != nil || tx.protocol != nil || tx.readAll {
+		return false
+	}
+	for i := range tx.adds {
+		if tx.adds[i].DeletionVector != nil {
+			return false
+		}
+	}
+	return true
+}
+
+func (tx *Transaction) actions(op string, params map[string]any, readVersion int64) []Action {
+	now := tx.now().UnixMilli()
+	acts := make([]Action, 0, 3+len(tx.adds)+len(tx.removes)+len(tx.domains)+len(tx.appTxns))
+	ci := commitInfo(op, params, readVersion, tx.IsBlindAppend())
+	ci["timestamp"] = now
+	acts = append(acts, Action{CommitInfo: ci})
+	if tx.protocol != nil {
+		acts = append(acts, Action{Protocol: tx.protocol})
+	}
+	if tx.metadata != nil {
+		acts = append(acts, Action{Metadata: tx.metadata})
+	}
+	for i := range tx.appTxns {
+		t := tx.appTxns[i]
+		t.LastUpdated = &now
+		acts = append(acts, Action{Txn: &t})
+	}
+	for i := range tx.domains {
+		acts = append(acts, Action{DomainMetadata: &tx.domains[i]})
+	}
+	for i := range tx.removes {
+		r := tx.removes[i]
+		if r.DeletionTimestamp == nil {
+			r.DeletionTimestamp = &now
+		}
+		acts = append(acts, Action{Remove: &r})
+	}
+	for i := range tx.adds {
+		acts = append(acts, Action{Add: &tx.adds[i]})
+	}
+	return acts
+}
+
+// checkConflict decides whether a winning commit invalidates ours.
+func (tx *Transaction) checkConflict(winner int64, acts []Action) error {
+	conflict := func(format string, a ...any) error {
+		return &ConflictError{ReadVersion: tx.read.version, WinnerVersion: winner, Reason: fmt.Sprintf(format, a...)}
+	}
+	var ourRemoves map[string]bool
+	if len(tx.removes) > 0 {
+		ourRemoves = make(map[string]bool, len(tx.removes))
+		for _, r := range tx.removes {
+			ourRemoves[r.Path] = true
+		}
+	}
+	ourDomains := map[string]bool{}
+	for _, d := range tx.domains {
+		ourDomains[d.Domain] = true
+	}
+	for i := range acts {
+		a := &acts[i]
+		switch {
+		case a.Metadata != nil:
+			return conflict("concurrent metaData change")
+		case a.Protocol != nil:
+			return conflict("concurrent protocol change")
+		case a.Txn != nil:
+			if tx.readTxns[a.Txn.AppID] {
+				return conflict("concurrent txn for appId %q (version %d)", a.Txn.AppID, a.Txn.Version)
+			}
+		case a.DomainMetadata != nil:
+			if ourDomains[a.DomainMetadata.Domain] {
+				return conflict("concurrent change of domain %q", a.DomainMetadata.Domain)
+			}
+		case a.Remove != nil:
+			if ourRemoves[a.Remove.Path] {
+				return conflict("concurrent remove of %s", a.Remove.Path)
+			}
+			if tx.readAll && a.Remove.DataChange {
+				return conflict("concurrent delete of %s while we read the whole table", a.Remove.Path)
+			}
+		case a.Add != nil:
+			if tx.readAll && a.Add.DataChange {
+				return conflict("concurrent add of %s while we read the whole table", a.Add.Path)
+			}
+		}
+	}
+	return nil
+}
+
+// Commit writes the transaction as the next table version. On a lost race
+// it reads the winning commits; if none logically conflicts it retries at
+// the next version, up to MaxAttempts. A logical conflict returns a
+// *ConflictError (errors.Is(err, ErrConflict)). After success it writes a
+// checkpoint when version % delta.checkpointInterval == 0; a checkpoint
+// failure does not fail the commit (see CommitResult via LastCheckpointError).
+func (tx *Transaction) Commit(ctx context.Context, op string, params map[string]any) (int64, error) {
+	if err := tx.validate(); err != nil {
+		return -1, fmt.Errorf("commit %s: %w", op, err)
+	}
+	acts := tx.actions(op, params, tx.read.version)
+	data, err := MarshalCommit(acts)
+	if err != nil {
+		return -1, fmt.Errorf("commit %s: %w", op, err)
+	}
+	max := tx.MaxAttempts
+	if max <= 0 {
+		max = DefaultMaxAttempts
+	}
+	v := tx.read.version + 1
+	for attempt := 1; ; attempt++ {
+		err := tx.table.store.PutIfAbsent(ctx, tx.table.logKey(commitName(v)), data)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return -1, fmt.Errorf("commit %s v%d: %w", op, v, err)
+		}
+		winner, rerr := tx.table.readCommit(ctx, v)
+		if rerr != nil {
+			return -1, fmt.Errorf("commit %s: conflict check: %w", op, rerr)
+		}
+		if cerr := tx.checkConflict(v, winner); cerr != nil {
+			var ce *ConflictError
+			if errors.As(cerr, &ce) {
+				ce.Attempts = attempt
+			}
+			return -1, fmt.Errorf("commit %s: %w", op, cerr)
+		}
+		if attempt >= max {
+			return -1, fmt.Errorf("commit %s: %w", op, &ConflictError{ReadVersion: tx.read.version, WinnerVersion: v, Attempts: attempt,
+				Reason: fmt.Sprintf("gave up after %d attempts against concurrent commits", attempt)})
+		}
+		v++
+	}
+	if !tx.SkipCheckpoint {
+		interval := tx.read.CheckpointInterval()
+		if tx.metadata != nil {
+			s := &Snapshot{metadata: *tx.metadata}
+			interval = s.CheckpointInterval()
+		}
+		if v%interval == 0 {
+			if snap, err := tx.table.SnapshotAt(ctx, v); err == nil {
+				_ = WriteCheckpoint(ctx, snap) // best effort: readers never depend on it
+			}
+		}
+	}
+	return v, nil
+}

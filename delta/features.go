@@ -1,0 +1,159 @@
+package delta
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Reader features we implement. The log layer handles them fully; data
+// reading of columnMapping tables must use physical names (delta/parquetio).
+var supportedReaderFeatures = map[string]bool{
+	"deletionVectors":     true,
+	"timestampNtz":        true,
+	"columnMapping":       true,
+	"v2Checkpoint":        true, // read only: UUID-named checkpoints and sidecars
+	"vacuumProtocolCheck": true,
+}
+
+// Writer features our commits keep valid. Anything else makes writes refuse.
+var supportedWriterFeatures = map[string]bool{
+	"deletionVectors": true,
+	"domainMetadata":  true,
+	"appendOnly":      true,
+	"invariants":      true,
+	"timestampNtz":    true,
+}
+
+// MaxReaderVersion / MaxWriterVersion are the protocol versions we speak.
+const (
+	MaxReaderVersion = 3
+	MaxWriterVersion = 7
+)
+
+func checkReadSupported(p *Protocol, m *Metadata) error {
+	if p.MinReaderVersion > MaxReaderVersion {
+		return &UnsupportedFeatureError{Feature: fmt.Sprintf("readerVersion %d", p.MinReaderVersion), Reader: true}
+	}
+	if p.MinReaderVersion == MaxReaderVersion {
+		for _, f := range p.ReaderFeatures {
+			if !supportedReaderFeatures[f] {
+				return &UnsupportedFeatureError{Feature: f, Reader: true}
+			}
+		}
+	}
+	if mode := m.Configuration["delta.columnMapping.mode"]; mode != "" && mode != "none" && mode != "name" && mode != "id" {
+		return &UnsupportedFeatureError{Feature: "columnMapping mode " + mode, Reader: true}
+	}
+	return nil
+}
+
+// checkWriteSupported refuses writes to tables whose writer protocol asks
+// for behaviour we do not implement (constraints, generated columns, CDF,
+// identity columns, row tracking, column mapping...).
+func checkWriteSupported(p *Protocol, m *Metadata) error {
+	if err := checkReadSupported(p, m); err != nil {
+		return err
+	}
+	switch {
+	case p.MinWriterVersion > MaxWriterVersion:
+		return &UnsupportedFeatureError{Feature: fmt.Sprintf("writerVersion %d", p.MinWriterVersion)}
+	case p.MinWriterVersion == MaxWriterVersion:
+		for _, f := range p.WriterFeatures {
+			if !supportedWriterFeatures[f] {
+				return &UnsupportedFeatureError{Feature: f}
+			}
+		}
+	case p.MinWriterVersion >= 3:
+		// legacy versions 3..6 imply checkConstraints, changeDataFeed,
+		// generatedColumns, columnMapping, identityColumns.
+		return &UnsupportedFeatureError{Feature: fmt.Sprintf("writerVersion %d (legacy checkConstraints/generatedColumns/changeDataFeed/columnMapping/identityColumns)", p.MinWriterVersion)}
+	}
+	if p.MinReaderVersion == MaxReaderVersion {
+		for _, f := range p.ReaderFeatures {
+			if f == "columnMapping" || f == "v2Checkpoint" {
+				return &UnsupportedFeatureError{Feature: f}
+			}
+		}
+	}
+	// invariants: we cannot evaluate SQL expressions, so refuse if any exist.
+	if strings.Contains(m.SchemaString, "delta.invariants") {
+		return &UnsupportedFeatureError{Feature: "invariants (column has delta.invariants)"}
+	}
+	for k := range m.Configuration {
+		if strings.HasPrefix(k, "delta.constraints.") {
+			return &UnsupportedFeatureError{Feature: "checkConstraints (" + k + ")"}
+		}
+	}
+	return nil
+}
+
+// HasFeature reports whether the protocol lists feature as reader or writer feature.
+func (p *Protocol) HasFeature(feature string) bool {
+	for _, f := range p.ReaderFeatures {
+		if f == feature {
+			return true
+		}
+	}
+	for _, f := range p.WriterFeatures {
+		if f == feature {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseInterval parses Delta/Spark interval strings used in table
+// properties: "interval 1 week", "interval 30 days", "7 days",
+// "interval 2 hours 30 minutes", "168h" (Go form also accepted).
+func ParseInterval(s string) (time.Duration, error) {
+	orig := s
+	s = strings.ToLower(strings.TrimSpace(s))
+	s = strings.TrimPrefix(s, "interval")
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, fmt.Errorf("parse interval %q: empty", orig)
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		return d, nil
+	}
+	f := strings.Fields(s)
+	if len(f)%2 != 0 {
+		return 0, fmt.Errorf("parse interval %q: want pairs of <number> <unit>", orig)
+	}
+	var total time.Duration
+	for i := 0; i < len(f); i += 2 {
+		n, err := strconv.ParseFloat(f[i], 64)
+		if err != nil {
+			return 0, fmt.Errorf("parse interval %q: %v", orig, err)
+		}
+		var unit time.Duration
+		switch strings.TrimSuffix(f[i+1], "s") {
+		case "nanosecond":
+			unit = time.Nanosecond
+		case "microsecond":
+			unit = time.Microsecond
+		case "millisecond":
+			unit = time.Millisecond
+		case "second":
+			unit = time.Second
+		case "minute":
+			unit = time.Minute
+		case "hour":
+			unit = time.Hour
+		case "day":
+			unit = 24 * time.Hour
+		case "week":
+			unit = 7 * 24 * time.Hour
+		case "month":
+			unit = 30 * 24 * time.Hour
+		case "year":
+			unit = 365 * 24 * time.Hour
+		default:
+			return 0, fmt.Errorf("parse interval %q: unknown unit %q", orig, f[i+1])
+		}
+		total += time.Duration(n * float64(unit))
+	}
+	return total, nil
+}

@@ -1,0 +1,50 @@
+package merge
+
+import (
+	"github.com/cdcsink/cdc-sink/normalize"
+	"github.com/cdcsink/cdc-sink/quarantine"
+	"github.com/cdcsink/cdc-sink/versioning"
+)
+
+// TP is a Kafka topic-partition.
+type TP struct {
+	Topic     string
+	Partition int32
+}
+
+// Batch is one micro-batch for one table.
+type Batch struct {
+	// Changes in read order, each with Version assigned.
+	Changes []*normalize.Change
+	// Offsets is the next offset per partition once this batch is applied:
+	// it covers every record read for the table, including skipped and
+	// quarantined ones.
+	Offsets map[TP]int64
+	// Tracker is the versioning state after the batch, persisted with it.
+	Tracker []versioning.PartitionState
+}
+
+// Reject is a change the merge refuses (version_conflict, schema_mismatch…).
+// It must reach quarantine before the batch commits.
+type Reject struct {
+	Index   int // into Batch.Changes
+	Reason  quarantine.Reason
+	Message string
+}
+
+// Result reports what one Apply did.
+type Result struct {
+	Committed bool  // false when the batch changed nothing and advanced no offset
+	Version   int64 // table version written (or current when not committed)
+	BatchID   int64
+	Inserted  int // new keys
+	Updated   int // keys whose row was replaced
+	Deleted   int // tombstones written
+	Stale     int // changes older than the stored/current version
+	Duplicate int // redelivered changes
+	Rejected  int
+	// Bytes written (data + deletion vectors + log).
+	BytesWritten int64
+	// Phase timings, milliseconds.
+	FoldMs, WriteMs, CommitMs int64
+}

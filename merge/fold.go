@@ -1,0 +1,321 @@
+package merge
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/cdcsink/cdc-sink/normalize"
+	"github.com/cdcsink/cdc-sink/versioning"
+)
+
+// Stored is what the table already holds for one key (from the key index).
+type Stored struct {
+	Exists  bool
+	Deleted bool
+	Version versioning.Version
+}
+
+// Outcome says what folding decided for one incoming change.
+type Outcome uint8
+
+const (
+	Applied   Outcome = iota + 1 // part of the key's final state (or superseded later in the batch)
+	Stale                        // version below the stored/current one
+	Duplicate                    // equal version, same content (or equal to the stored version)
+	Conflict                     // equal version, different content: quarantine version_conflict
+)
+
+// Final is the state a key ends the batch in: the row to write.
+type Final struct {
+	Key     string // canonical key encoding
+	Change  *normalize.Change
+	Deleted bool
+	// Row is the image to store, aligned with Change.Schema. Unavailable
+	// markers remain only where neither the batch nor (yet) the stored row
+	// supplied a value; NeedStored is then true.
+	Row        []any
+	NeedStored bool
+	// Op is the op letter to record in _cdc_op.
+	Op byte
+	// Truncated is true when the row is a tombstone produced by a truncate.
+	Truncated bool
+}
+
+// Folded is the result of folding one batch for one table.
+type Folded struct {
+	Finals    []*Final
+	Outcomes  []Outcome // aligned with the input changes
+	Truncate  *normalize.Change
+	Stale     int
+	Duplicate int
+	Conflicts []int // indexes into the input of changes in version_conflict
+}
+
+// Fold groups changes per key, orders each key's changes by source version,
+// and computes the key's final state, given what the table stores. It never
+// reorders by arrival: only the version decides (ties keep the first seen).
+//
+// Truncates apply to every stored and earlier-in-batch row with a lower
+// version; changes newer than the truncate survive it.
+func Fold(changes []*normalize.Change, stored func(key string) Stored) *Folded {
+	f := &Folded{Outcomes: make([]Outcome, len(changes))}
+	type group struct {
+		key string
+		idx []int
+	}
+	groups := make(map[string]*group, len(changes))
+	var order []*group
+	var keyBuf []byte
+	for i, c := range changes {
+		if c.Op == normalize.OpTruncate {
+			if f.Truncate == nil || f.Truncate.Version.Less(c.Version) {
+				f.Truncate = c
+			}
+			f.Outcomes[i] = Applied
+			continue
+		}
+		keyBuf = AppendKey(keyBuf[:0], c.Key)
+		g, ok := groups[string(keyBuf)]
+		if !ok {
+			g = &group{key: string(keyBuf)}
+			groups[g.key] = g
+			order = append(order, g)
+		}
+		g.idx = append(g.idx, i)
+	}
+	for _, g := range order {
+		slices.SortStableFunc(g.idx, func(a, b int) int {
+			return changes[a].Version.Compare(changes[b].Version)
+		})
+		st := stored(g.key)
+		var (
+			cur       *normalize.Change // current in-batch winner
+			curRow    []any
+			curVer    = st.Version
+			have      = st.Exists
+			curFromDB = st.Exists
+		)
+		if f.Truncate != nil && have && curVer.Less(f.Truncate.Version) {
+			// The stored row is wiped by the truncate; ordering continues from
+			// the truncate's version.
+			curVer = f.Truncate.Version
+			curFromDB = false
+		}
+		for _, i := range g.idx {
+			c := changes[i]
+			if f.Truncate != nil && c.Version.Less(f.Truncate.Version) {
+				f.Outcomes[i] = Stale
+				f.Stale++
+				continue
+			}
+			if have || cur != nil {
+				switch cmp := c.Version.Compare(curVer); {
+				case cmp < 0:
+					f.Outcomes[i] = Stale
+					f.Stale++
+					continue
+				case cmp == 0:
+					if cur == nil || curFromDB || sameContent(cur, c) {
+						f.Outcomes[i] = Duplicate
+						f.Duplicate++
+					} else {
+						f.Outcomes[i] = Conflict
+						f.Conflicts = append(f.Conflicts, i)
+					}
+					continue
+				}
+			}
+			f.Outcomes[i] = Applied
+			if c.Op == normalize.OpDelete {
+				// A tombstone keeps the last image seen in this batch; otherwise
+				// only the key (before images of REPLICA IDENTITY DEFAULT carry
+				// defaults, not values, in non-key columns).
+				curRow = deleteImage(c, cur, curRow)
+			} else {
+				curRow = image(c, cur, curRow)
+			}
+			cur, curVer, curFromDB = c, c.Version, false
+		}
+		if cur != nil {
+			fin := &Final{Key: g.key, Change: cur, Row: curRow, Deleted: cur.Op == normalize.OpDelete, Op: opLetter(cur)}
+			for _, v := range curRow {
+				if normalize.IsUnavailable(v) {
+					fin.NeedStored = true
+					break
+				}
+			}
+			f.Finals = append(f.Finals, fin)
+		}
+	}
+	return f
+}
+
+// image is the row stored for c: its own values, with unavailable TOAST
+// columns filled from the previous image of the key (same schema column name).
+func image(c, prev *normalize.Change, prevRow []any) []any {
+	if c.Row == nil {
+		return nil
+	}
+	row := c.Row
+	copied := false
+	for j, v := range c.Row {
+		if !normalize.IsUnavailable(v) || prev == nil || prevRow == nil {
+			continue
+		}
+		name := c.Schema.Columns[j].Name
+		k := j
+		if prev.Schema != c.Schema {
+			k = prev.Schema.Index(name)
+		}
+		if k < 0 || k >= len(prevRow) {
+			continue
+		}
+		if !copied {
+			row = slices.Clone(c.Row)
+			copied = true
+		}
+		row[j] = prevRow[k]
+	}
+	return row
+}
+
+func deleteImage(c, prev *normalize.Change, prevRow []any) []any {
+	if prev != nil && prev.Op != normalize.OpDelete && prevRow != nil && prev.Schema == c.Schema {
+		return prevRow
+	}
+	return nil
+}
+
+func fmtAny(v any) string { return fmt.Sprintf("%T:%v", v, v) }
+
+func opLetter(c *normalize.Change) byte {
+	if c.SourceOp != 0 {
+		return c.SourceOp
+	}
+	if c.Op == normalize.OpDelete {
+		return 'd'
+	}
+	return 'u'
+}
+
+// sameContent reports whether two changes with equal versions carry the same
+// row change (op and every column value).
+func sameContent(a, b *normalize.Change) bool {
+	if a.Op != b.Op || len(a.Row) != len(b.Row) {
+		return false
+	}
+	for i := range a.Row {
+		if a.Schema != b.Schema && a.Schema.Columns[i].Name != b.Schema.Columns[i].Name {
+			return false
+		}
+		if !ValuesEqual(a.Row[i], b.Row[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// ValuesEqual compares two normalized values (decimals by value and scale,
+// floats bitwise so NaN equals NaN, nested values recursively).
+func ValuesEqual(a, b any) bool {
+	switch x := a.(type) {
+	case nil:
+		return b == nil
+	case decimal.Decimal:
+		y, ok := b.(decimal.Decimal)
+		return ok && x.Equal(y) && x.Exponent() == y.Exponent()
+	case []byte:
+		y, ok := b.([]byte)
+		return ok && bytes.Equal(x, y)
+	case float64:
+		y, ok := b.(float64)
+		return ok && math.Float64bits(x) == math.Float64bits(y)
+	case float32:
+		y, ok := b.(float32)
+		return ok && math.Float32bits(x) == math.Float32bits(y)
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !ValuesEqual(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case []normalize.MapEntry:
+		y, ok := b.([]normalize.MapEntry)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !ValuesEqual(x[i].Key, y[i].Key) || !ValuesEqual(x[i].Value, y[i].Value) {
+				return false
+			}
+		}
+		return true
+	default:
+		return a == b
+	}
+}
+
+// AppendKey appends a canonical, injective encoding of a key tuple: each value
+// is a type tag followed by a fixed-width or length-prefixed body, so equal
+// tuples (and only those) encode equally.
+func AppendKey(dst []byte, key []any) []byte {
+	for _, v := range key {
+		dst = appendKeyValue(dst, v)
+	}
+	return dst
+}
+
+func appendKeyValue(dst []byte, v any) []byte {
+	switch x := v.(type) {
+	case nil:
+		return append(dst, 0)
+	case bool:
+		if x {
+			return append(dst, 1, 1)
+		}
+		return append(dst, 1, 0)
+	case int8:
+		return binary.BigEndian.AppendUint64(append(dst, 2), uint64(int64(x)))
+	case int16:
+		return binary.BigEndian.AppendUint64(append(dst, 2), uint64(int64(x)))
+	case int32:
+		return binary.BigEndian.AppendUint64(append(dst, 2), uint64(int64(x)))
+	case int64:
+		return binary.BigEndian.AppendUint64(append(dst, 2), uint64(x))
+	case float32:
+		return binary.BigEndian.AppendUint64(append(dst, 3), math.Float64bits(float64(x)))
+	case float64:
+		return binary.BigEndian.AppendUint64(append(dst, 3), math.Float64bits(x))
+	case string:
+		dst = binary.AppendUvarint(append(dst, 4), uint64(len(x)))
+		return append(dst, x...)
+	case []byte:
+		dst = binary.AppendUvarint(append(dst, 5), uint64(len(x)))
+		return append(dst, x...)
+	case decimal.Decimal:
+		// Normalised so 1.0 and 1.00 are one key.
+		s := x.String()
+		dst = binary.AppendUvarint(append(dst, 6), uint64(len(s)))
+		return append(dst, s...)
+	case []any:
+		dst = binary.AppendUvarint(append(dst, 7), uint64(len(x)))
+		for _, e := range x {
+			dst = appendKeyValue(dst, e)
+		}
+		return dst
+	default:
+		s := []byte(fmtAny(x))
+		dst = binary.AppendUvarint(append(dst, 8), uint64(len(s)))
+		return append(dst, s...)
+	}
+}

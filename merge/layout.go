@@ -1,0 +1,331 @@
+package merge
+
+import (
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+	"github.com/shopspring/decimal"
+
+	"github.com/cdcsink/cdc-sink/delta/schema"
+	"github.com/cdcsink/cdc-sink/normalize"
+)
+
+// Metadata columns. Every cdc-sink column starts with _cdc_ (README "Table layout").
+const (
+	ColDeleted   = "_cdc_deleted"        // boolean, true for tombstones
+	ColVersion   = "_cdc_source_version" // string, versioning.Version.String(): sorts like the version
+	ColOp        = "_cdc_op"             // string: c u d r t
+	ColSourceTs  = "_cdc_source_ts"      // timestamp: source commit time
+	ColBatchID   = "_cdc_batch_id"       // long: the batch that wrote the row
+	ColIngestTs  = "_cdc_ingest_ts"      // timestamp: when cdc-sink committed it
+	ColTopic     = "_cdc_topic"          // string: Kafka lineage
+	ColPartition = "_cdc_partition"      // integer
+	ColOffset    = "_cdc_offset"         // long
+)
+
+// metaFields is the fixed tail of every cdc-sink table schema.
+func metaFields() []*schema.StructField {
+	return []*schema.StructField{
+		schema.NewField(ColDeleted, schema.Boolean, false),
+		schema.NewField(ColVersion, schema.String, false),
+		schema.NewField(ColOp, schema.String, false),
+		schema.NewField(ColSourceTs, schema.Timestamp, true),
+		schema.NewField(ColBatchID, schema.Long, false),
+		schema.NewField(ColIngestTs, schema.Timestamp, false),
+		schema.NewField(ColTopic, schema.String, true),
+		schema.NewField(ColPartition, schema.Integer, true),
+		schema.NewField(ColOffset, schema.Long, true),
+	}
+}
+
+// IsMetaColumn reports whether name is a cdc-sink metadata column.
+func IsMetaColumn(name string) bool {
+	return len(name) > 5 && name[:5] == "_cdc_"
+}
+
+// DeltaType maps a normalized type to its Delta type.
+func DeltaType(t normalize.Type) (schema.DataType, error) {
+	switch t.Kind {
+	case normalize.Boolean:
+		return schema.Boolean, nil
+	case normalize.Byte:
+		return schema.Byte, nil
+	case normalize.Short:
+		return schema.Short, nil
+	case normalize.Integer:
+		return schema.Integer, nil
+	case normalize.Long:
+		return schema.Long, nil
+	case normalize.Float:
+		return schema.Float, nil
+	case normalize.Double:
+		return schema.Double, nil
+	case normalize.Decimal:
+		p := t.Precision
+		if p <= 0 {
+			p = 38
+		}
+		return &schema.DecimalType{Precision: p, Scale: t.Scale}, nil
+	case normalize.String:
+		return schema.String, nil
+	case normalize.Binary:
+		return schema.Binary, nil
+	case normalize.Date:
+		return schema.Date, nil
+	case normalize.Timestamp:
+		return schema.Timestamp, nil
+	case normalize.TimestampNTZ:
+		return schema.TimestampNTZ, nil
+	case normalize.Array:
+		if t.Elem == nil {
+			return nil, fmt.Errorf("array without element type")
+		}
+		e, err := DeltaType(*t.Elem)
+		if err != nil {
+			return nil, err
+		}
+		return &schema.ArrayType{ElementType: e, ContainsNull: true}, nil
+	case normalize.Map:
+		if t.Key == nil || t.Val == nil {
+			return nil, fmt.Errorf("map without key/value type")
+		}
+		k, err := DeltaType(*t.Key)
+		if err != nil {
+			return nil, err
+		}
+		vt, err := DeltaType(*t.Val)
+		if err != nil {
+			return nil, err
+		}
+		return &schema.MapType{KeyType: k, ValueType: vt, ValueContainsNull: true}, nil
+	case normalize.Struct:
+		st := &schema.StructType{}
+		for _, f := range t.Fields {
+			ft, err := DeltaType(f.Type)
+			if err != nil {
+				return nil, fmt.Errorf("field %s: %w", f.Name, err)
+			}
+			st.Fields = append(st.Fields, schema.NewField(f.Name, ft, true))
+		}
+		return st, nil
+	}
+	return nil, fmt.Errorf("unsupported type kind %d", t.Kind)
+}
+
+// TableSchema is the Delta schema of a table for changes with source schema s
+// and key columns keyNames: business columns (nullable except keys) followed
+// by the metadata columns.
+func TableSchema(s *normalize.Schema, keyNames []string, keyTypes []normalize.Type) (*schema.StructType, error) {
+	st := &schema.StructType{}
+	seen := map[string]bool{}
+	for _, c := range s.Columns {
+		if IsMetaColumn(c.Name) {
+			return nil, fmt.Errorf("source column %q uses the reserved _cdc_ prefix", c.Name)
+		}
+		dt, err := DeltaType(c.Type)
+		if err != nil {
+			return nil, fmt.Errorf("column %s: %w", c.Name, err)
+		}
+		// Business columns are nullable: tombstones keep only key and version.
+		st.Fields = append(st.Fields, schema.NewField(c.Name, dt, true))
+		seen[c.Name] = true
+	}
+	for i, k := range keyNames {
+		if seen[k] {
+			continue
+		}
+		if i >= len(keyTypes) {
+			return nil, fmt.Errorf("key column %s has no type", k)
+		}
+		dt, err := DeltaType(keyTypes[i])
+		if err != nil {
+			return nil, fmt.Errorf("key column %s: %w", k, err)
+		}
+		st.Fields = append(st.Fields, schema.NewField(k, dt, true))
+	}
+	st.Fields = append(st.Fields, metaFields()...)
+	return st, nil
+}
+
+// appendValue appends one normalized value to an arrow builder of the column's type.
+func appendValue(b array.Builder, v any) error {
+	if v == nil || normalize.IsUnavailable(v) {
+		b.AppendNull()
+		return nil
+	}
+	switch bb := b.(type) {
+	case *array.BooleanBuilder:
+		x, ok := v.(bool)
+		if !ok {
+			return mismatch(b, v)
+		}
+		bb.Append(x)
+	case *array.Int8Builder:
+		x, ok := asInt(v)
+		if !ok {
+			return mismatch(b, v)
+		}
+		bb.Append(int8(x))
+	case *array.Int16Builder:
+		x, ok := asInt(v)
+		if !ok {
+			return mismatch(b, v)
+		}
+		bb.Append(int16(x))
+	case *array.Int32Builder:
+		x, ok := asInt(v)
+		if !ok {
+			return mismatch(b, v)
+		}
+		bb.Append(int32(x))
+	case *array.Int64Builder:
+		x, ok := asInt(v)
+		if !ok {
+			return mismatch(b, v)
+		}
+		bb.Append(x)
+	case *array.Float32Builder:
+		switch x := v.(type) {
+		case float32:
+			bb.Append(x)
+		case float64:
+			bb.Append(float32(x))
+		default:
+			return mismatch(b, v)
+		}
+	case *array.Float64Builder:
+		switch x := v.(type) {
+		case float64:
+			bb.Append(x)
+		case float32:
+			bb.Append(float64(x))
+		default:
+			if i, ok := asInt(v); ok {
+				bb.Append(float64(i))
+				return nil
+			}
+			return mismatch(b, v)
+		}
+	case *array.StringBuilder:
+		x, ok := v.(string)
+		if !ok {
+			return mismatch(b, v)
+		}
+		bb.Append(x)
+	case *array.BinaryBuilder:
+		switch x := v.(type) {
+		case []byte:
+			bb.Append(x)
+		case string:
+			bb.AppendString(x)
+		default:
+			return mismatch(b, v)
+		}
+	case *array.Date32Builder:
+		x, ok := asInt(v)
+		if !ok {
+			return mismatch(b, v)
+		}
+		bb.Append(arrow.Date32(x))
+	case *array.TimestampBuilder:
+		x, ok := asInt(v)
+		if !ok {
+			return mismatch(b, v)
+		}
+		bb.Append(arrow.Timestamp(x))
+	case *array.Decimal128Builder:
+		d, ok := v.(decimal.Decimal)
+		if !ok {
+			return mismatch(b, v)
+		}
+		n, err := decimalToNum(d, bb.Type().(*arrow.Decimal128Type))
+		if err != nil {
+			return err
+		}
+		bb.Append(n)
+	case *array.ListBuilder:
+		xs, ok := v.([]any)
+		if !ok {
+			return mismatch(b, v)
+		}
+		bb.Append(true)
+		for _, e := range xs {
+			if err := appendValue(bb.ValueBuilder(), e); err != nil {
+				return err
+			}
+		}
+	case *array.MapBuilder:
+		xs, ok := v.([]normalize.MapEntry)
+		if !ok {
+			return mismatch(b, v)
+		}
+		bb.Append(true)
+		for _, e := range xs {
+			if err := appendValue(bb.KeyBuilder(), e.Key); err != nil {
+				return err
+			}
+			if err := appendValue(bb.ItemBuilder(), e.Value); err != nil {
+				return err
+			}
+		}
+	case *array.StructBuilder:
+		xs, ok := v.([]any)
+		if !ok || len(xs) != bb.NumField() {
+			return mismatch(b, v)
+		}
+		bb.Append(true)
+		for i := 0; i < bb.NumField(); i++ {
+			if err := appendValue(bb.FieldBuilder(i), xs[i]); err != nil {
+				return err
+			}
+		}
+	default:
+		return fmt.Errorf("no arrow builder for %T", b)
+	}
+	return nil
+}
+
+func asInt(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int64:
+		return x, true
+	case int32:
+		return int64(x), true
+	case int16:
+		return int64(x), true
+	case int8:
+		return int64(x), true
+	case int:
+		return int64(x), true
+	}
+	return 0, false
+}
+
+func mismatch(b array.Builder, v any) error {
+	return fmt.Errorf("value %v (%T) does not fit column type %s", v, v, b.Type())
+}
+
+// decimalToNum rescales d to the column's scale exactly, or fails.
+func decimalToNum(d decimal.Decimal, t *arrow.Decimal128Type) (decimal128.Num, error) {
+	scale := int32(t.Scale)
+	r := d.Round(scale) // exponent becomes exactly -scale
+	if !r.Equal(d) {
+		return decimal128.Num{}, fmt.Errorf("decimal %s does not fit scale %d exactly", d, scale)
+	}
+	bi := r.Coefficient()
+	if bi.BitLen() > 127 {
+		return decimal128.Num{}, fmt.Errorf("decimal %s overflows 128 bits", d)
+	}
+	n := decimal128.FromBigInt(bi)
+	if !n.FitsInPrecision(t.Precision) {
+		return decimal128.Num{}, fmt.Errorf("decimal %s exceeds precision %d", d, t.Precision)
+	}
+	return n, nil
+}
+
+// numToDecimal converts an arrow decimal back to an exact shopspring decimal.
+func numToDecimal(n decimal128.Num, scale int32) decimal.Decimal {
+	return decimal.NewFromBigInt(n.BigInt(), -scale)
+}

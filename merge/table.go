@@ -1,0 +1,565 @@
+package merge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/RoaringBitmap/roaring/v2/roaring64"
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/cdcsink/cdc-sink/delta"
+	"github.com/cdcsink/cdc-sink/delta/schema"
+	"github.com/cdcsink/cdc-sink/normalize"
+	"github.com/cdcsink/cdc-sink/quarantine"
+	"github.com/cdcsink/cdc-sink/versioning"
+)
+
+// Table configuration keys cdc-sink stores in the Delta metaData.configuration.
+const (
+	ConfKeyColumns = "cdcsink.keyColumns" // comma-separated key column names
+	ConfSink       = "cdcsink.sink"       // the sink name that owns the table
+	ConfSourceID   = "cdcsink.source"     // server.db.schema.table of the source
+)
+
+// TruncateMode says what a source truncate (op=t) does.
+type TruncateMode string
+
+const (
+	TruncateApply  TruncateMode = "apply"  // tombstone every row older than the truncate
+	TruncateIgnore TruncateMode = "ignore" // count and skip it
+)
+
+// Options configures a Table.
+type Options struct {
+	// Sink is the sink name: txn appId of the batch counter, prefix of the
+	// per-partition offset appIds, and owner recorded in the table.
+	Sink string
+	// AllowForeignSink lets this sink write a table created by another sink.
+	AllowForeignSink bool
+	Truncate         TruncateMode
+	// CheckpointInterval for new tables (delta.checkpointInterval); 0 = 10.
+	CheckpointInterval int
+	// MaxCommitAttempts bounds retries after a concurrent writer won (0 = 10).
+	MaxCommitAttempts int
+	Logger            *slog.Logger
+	Now               func() time.Time
+}
+
+// ErrForeignSink is returned when the table belongs to another sink name.
+var ErrForeignSink = errors.New("table is owned by another sink")
+
+// Table applies micro-batches to one Delta table: a version-guarded MERGE
+// (insert / update / logical delete) committed atomically with the sink's
+// batch id, the source offsets and the versioning state.
+//
+// Rows are never rewritten in place: a replaced or deleted row is hidden by a
+// deletion vector on its file and its new image is appended in a new file, so
+// a batch costs O(batch), not O(table). Table keeps a key → (file, row,
+// version) index in memory, rebuilt from the table on open.
+type Table struct {
+	dir  string
+	opts Options
+	ops  *deltaOps
+	st   *state // nil while the table does not exist
+}
+
+type loc struct {
+	file    int32
+	row     int32
+	ver     versioning.Version
+	deleted bool
+}
+
+type fileState struct {
+	add     *delta.Add
+	dv      *roaring64.Bitmap // nil: no deleted rows
+	rows    int64             // physical rows
+	live    int64             // rows not in dv
+	removed bool
+}
+
+type state struct {
+	version int64
+	meta    *delta.Metadata
+	schema  *schema.StructType
+	arrow   *arrow.Schema
+	keyCols []string
+	files   []*fileState
+	byPath  map[string]int32
+	index   map[string]loc
+	offsets map[TP]int64
+	tracker []versioning.PartitionState
+	batchID int64
+	colMaps map[*normalize.Schema]*colMap
+	metaIdx [9]int // positions of the metadata columns, in metaFields order
+}
+
+// setSchema installs a (new) table schema and the derived lookups.
+func (st *state) setSchema(s *schema.StructType) error {
+	st.schema = s
+	st.arrow = schema.ToArrow(s)
+	st.colMaps = map[*normalize.Schema]*colMap{}
+	for i, f := range metaFields() {
+		j := fieldIndex(s, f.Name)
+		if j < 0 {
+			return fmt.Errorf("table schema lacks metadata column %s: not a cdc-sink table", f.Name)
+		}
+		st.metaIdx[i] = j
+	}
+	return nil
+}
+
+// Open opens the table at dir (a local path), or prepares to create it on
+// the first batch. The key index is rebuilt from the table's files.
+func Open(ctx context.Context, dir string, opts Options) (*Table, error) {
+	if opts.Sink == "" {
+		return nil, errors.New("merge: sink name is required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Truncate == "" {
+		opts.Truncate = TruncateApply
+	}
+	if opts.MaxCommitAttempts <= 0 {
+		opts.MaxCommitAttempts = 10
+	}
+	if opts.CheckpointInterval <= 0 {
+		opts.CheckpointInterval = 10
+	}
+	ops, err := newDeltaOps(dir)
+	if err != nil {
+		return nil, err
+	}
+	t := &Table{dir: dir, opts: opts, ops: ops}
+	if err := t.reload(ctx); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Dir is the table location.
+func (t *Table) Dir() string { return t.dir }
+
+// Version is the table version the Table last saw or wrote (-1: no table yet).
+func (t *Table) Version() int64 {
+	if t.st == nil {
+		return -1
+	}
+	return t.st.version
+}
+
+// NextOffset implements pipeline.Table.
+func (t *Table) NextOffset(topic string, partition int32) (int64, bool) {
+	if t.st == nil {
+		return 0, false
+	}
+	o, ok := t.st.offsets[TP{topic, partition}]
+	return o, ok
+}
+
+// Offsets returns the next offset per partition recorded in the table.
+func (t *Table) Offsets() map[TP]int64 {
+	out := map[TP]int64{}
+	if t.st != nil {
+		for k, v := range t.st.offsets {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// TrackerState implements pipeline.Table.
+func (t *Table) TrackerState() []versioning.PartitionState {
+	if t.st == nil {
+		return nil
+	}
+	return t.st.tracker
+}
+
+// LastBatchID is the sink's last committed batch id (0: none).
+func (t *Table) LastBatchID() int64 {
+	if t.st == nil {
+		return 0
+	}
+	return t.st.batchID
+}
+
+// LiveRows counts rows that are not tombstones, and tombstones.
+func (t *Table) LiveRows() (live, deleted int) {
+	if t.st == nil {
+		return 0, 0
+	}
+	for _, l := range t.st.index {
+		if l.deleted {
+			deleted++
+		} else {
+			live++
+		}
+	}
+	return live, deleted
+}
+
+func offsetAppID(sink string, tp TP) string {
+	return fmt.Sprintf("%s/%s/%d", sink, tp.Topic, tp.Partition)
+}
+
+func trackerDomain(sink string) string { return "cdcsink.tracker." + sink }
+
+// reload reads the latest snapshot and rebuilds the in-memory state.
+func (t *Table) reload(ctx context.Context) error {
+	snap, err := t.ops.latest(ctx)
+	if err != nil {
+		return err
+	}
+	if snap == nil {
+		t.st = nil
+		return nil
+	}
+	st, err := t.loadState(ctx, snap)
+	if err != nil {
+		return err
+	}
+	t.st = st
+	return nil
+}
+
+func (t *Table) loadState(ctx context.Context, snap *snapshotView) (*state, error) {
+	meta := snap.meta
+	if owner := meta.Configuration[ConfSink]; owner != "" && owner != t.opts.Sink && !t.opts.AllowForeignSink {
+		return nil, fmt.Errorf("%w: table %s belongs to sink %q, this is %q", ErrForeignSink, t.dir, owner, t.opts.Sink)
+	}
+	keyConf := meta.Configuration[ConfKeyColumns]
+	if keyConf == "" {
+		return nil, fmt.Errorf("table %s has no %s property: not a cdc-sink table", t.dir, ConfKeyColumns)
+	}
+	st := &state{
+		version: snap.version,
+		meta:    meta,
+		keyCols: strings.Split(keyConf, ","),
+		byPath:  map[string]int32{},
+		index:   map[string]loc{},
+		offsets: map[TP]int64{},
+	}
+	if err := st.setSchema(snap.schema); err != nil {
+		return nil, fmt.Errorf("table %s: %w", t.dir, err)
+	}
+	prefix := t.opts.Sink + "/"
+	for app, v := range snap.txns {
+		switch {
+		case app == t.opts.Sink:
+			st.batchID = v
+		case strings.HasPrefix(app, prefix):
+			rest := app[len(prefix):]
+			i := strings.LastIndexByte(rest, '/')
+			if i < 0 {
+				continue
+			}
+			var p int32
+			if _, err := fmt.Sscanf(rest[i+1:], "%d", &p); err != nil {
+				continue
+			}
+			st.offsets[TP{rest[:i], p}] = v
+		}
+	}
+	if cfg, ok := snap.domains[trackerDomain(t.opts.Sink)]; ok && cfg != "" {
+		if err := json.Unmarshal([]byte(cfg), &st.tracker); err != nil {
+			return nil, fmt.Errorf("table %s: versioning state: %w", t.dir, err)
+		}
+	}
+	for _, a := range snap.files {
+		fs := &fileState{add: a, rows: -1}
+		if a.DeletionVector != nil {
+			bm, err := t.ops.readDV(ctx, a.DeletionVector)
+			if err != nil {
+				return nil, fmt.Errorf("table %s: deletion vector of %s: %w", t.dir, a.Path, err)
+			}
+			fs.dv = bm
+		}
+		st.byPath[a.Path] = int32(len(st.files))
+		st.files = append(st.files, fs)
+	}
+	if err := t.ops.scanIndex(ctx, st); err != nil {
+		return nil, fmt.Errorf("table %s: rebuild key index: %w", t.dir, err)
+	}
+	return st, nil
+}
+
+// colMap maps one source schema onto the table schema.
+type colMap struct {
+	idx []int // source column i → table column idx[i]
+	err error // schema_mismatch for changes with this schema
+}
+
+func (t *Table) mapping(s *normalize.Schema) *colMap {
+	if m, ok := t.st.colMaps[s]; ok {
+		return m
+	}
+	m := &colMap{idx: make([]int, len(s.Columns))}
+	for i, c := range s.Columns {
+		j := fieldIndex(t.st.schema, c.Name)
+		if j < 0 {
+			m.err = fmt.Errorf("column %s is not in the table schema", c.Name)
+			break
+		}
+		want, err := DeltaType(c.Type)
+		if err != nil {
+			m.err = fmt.Errorf("column %s: %w", c.Name, err)
+			break
+		}
+		if have := t.st.schema.Fields[j].Type; have.TypeName() != want.TypeName() || !sameNested(have, want) {
+			m.err = quarantine.Errorf(quarantine.SchemaMismatch, "column %s: table has %s, change has %s",
+				c.Name, have.TypeName(), want.TypeName())
+			break
+		}
+		m.idx[i] = j
+	}
+	t.st.colMaps[s] = m
+	return m
+}
+
+func sameNested(a, b schema.DataType) bool {
+	ja, err1 := json.Marshal(typeJSON(a))
+	jb, err2 := json.Marshal(typeJSON(b))
+	return err1 == nil && err2 == nil && string(ja) == string(jb)
+}
+
+func typeJSON(t schema.DataType) any {
+	switch x := t.(type) {
+	case *schema.StructType:
+		var fs []any
+		for _, f := range x.Fields {
+			fs = append(fs, []any{f.Name, typeJSON(f.Type)})
+		}
+		return fs
+	case *schema.ArrayType:
+		return []any{"array", typeJSON(x.ElementType)}
+	case *schema.MapType:
+		return []any{"map", typeJSON(x.KeyType), typeJSON(x.ValueType)}
+	default:
+		return t.TypeName()
+	}
+}
+
+func fieldIndex(s *schema.StructType, name string) int {
+	for i, f := range s.Fields {
+		if f.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Apply applies one batch. reject is called, before anything is committed,
+// with the changes the merge refuses; if it fails nothing is committed. A
+// batch whose changes and offsets the table already reflects commits nothing.
+func (t *Table) Apply(ctx context.Context, b *Batch, reject func(ctx context.Context, batchID int64, rs []Reject) error) (*Result, error) {
+	var lastErr error
+	for attempt := 0; attempt < t.opts.MaxCommitAttempts; attempt++ {
+		res, err := t.applyOnce(ctx, b, reject)
+		if err == nil {
+			return res, nil
+		}
+		if !errors.Is(err, delta.ErrConflict) {
+			return nil, err
+		}
+		lastErr = err
+		t.opts.Logger.Info("concurrent commit won, re-planning batch", "table", t.dir, "attempt", attempt+1, "err", err)
+		if err := t.reload(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return nil, quarantine.Transient(fmt.Errorf("table %s: gave up after %d conflicting commits: %w", t.dir, t.opts.MaxCommitAttempts, lastErr))
+}
+
+func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Context, int64, []Reject) error) (*Result, error) {
+	res := &Result{}
+	foldStart := time.Now()
+	// Changes the table already covers by offset were filtered by the caller;
+	// here only the content decides.
+	var rejects []Reject
+	if t.st == nil {
+		first := firstSchemaChange(b.Changes)
+		if first == nil {
+			// Nothing creatable (only deletes of unseen keys without schema, or
+			// only rejects): the table is created by the first upsert.
+			if len(b.Changes) > 0 {
+				first = b.Changes[0]
+			}
+		}
+		if first != nil {
+			if err := t.create(ctx, first); err != nil {
+				return nil, err
+			}
+		} else {
+			// No table and nothing to write: still quarantine what was bad.
+			if err := reject(ctx, 0, nil); err != nil {
+				return nil, err
+			}
+			return res, nil
+		}
+	}
+	// Schema evolution: new source columns are added before the batch.
+	if err := t.evolve(ctx, b.Changes); err != nil {
+		return nil, err
+	}
+	usable := make([]*normalize.Change, 0, len(b.Changes))
+	usableIdx := make([]int, 0, len(b.Changes))
+	for i, c := range b.Changes {
+		if c.Schema != nil && c.Row != nil {
+			if m := t.mapping(c.Schema); m.err != nil {
+				reason, ok := quarantine.ReasonOf(m.err)
+				if !ok {
+					reason = quarantine.SchemaMismatch
+				}
+				rejects = append(rejects, Reject{Index: i, Reason: reason, Message: m.err.Error()})
+				continue
+			}
+		}
+		if c.Op == normalize.OpTruncate && t.opts.Truncate == TruncateIgnore {
+			res.Stale++
+			continue
+		}
+		if c.Op != normalize.OpTruncate && len(c.Key) != len(t.st.keyCols) {
+			rejects = append(rejects, Reject{Index: i, Reason: quarantine.SchemaMismatch,
+				Message: fmt.Sprintf("key has %d columns %v, table key is %v", len(c.Key), c.KeyNames, t.st.keyCols)})
+			continue
+		}
+		usable = append(usable, c)
+		usableIdx = append(usableIdx, i)
+	}
+	folded := Fold(usable, func(k string) Stored {
+		l, ok := t.st.index[k]
+		if !ok {
+			return Stored{}
+		}
+		return Stored{Exists: true, Deleted: l.deleted, Version: l.ver}
+	})
+	for _, ci := range folded.Conflicts {
+		c := usable[ci]
+		rejects = append(rejects, Reject{Index: usableIdx[ci], Reason: quarantine.VersionConflict,
+			Message: fmt.Sprintf("key %v: version %s already seen with different content", c.Key, c.Version)})
+	}
+	res.Stale += folded.Stale
+	res.Duplicate += folded.Duplicate
+	res.Rejected = len(rejects)
+	res.FoldMs = time.Since(foldStart).Milliseconds()
+
+	finals := folded.Finals
+	if folded.Truncate != nil {
+		extra, err := t.truncateFinals(ctx, folded)
+		if err != nil {
+			return nil, err
+		}
+		finals = append(finals, extra...)
+	}
+	offsetsMove := false
+	for tp, o := range b.Offsets {
+		if cur, ok := t.st.offsets[tp]; !ok || o > cur {
+			offsetsMove = true
+		}
+	}
+	batchID := t.st.batchID + 1
+	if err := reject(ctx, batchID, rejects); err != nil {
+		return nil, fmt.Errorf("quarantine batch %d: %w", batchID, err)
+	}
+	if len(finals) == 0 && !offsetsMove {
+		res.Version = t.st.version
+		res.BatchID = t.st.batchID
+		return res, nil
+	}
+	writeStart := time.Now()
+	plan, err := t.write(ctx, finals, batchID, res)
+	if err != nil {
+		return nil, err
+	}
+	res.WriteMs = time.Since(writeStart).Milliseconds()
+	commitStart := time.Now()
+	trackerJSON, err := json.Marshal(b.Tracker)
+	if err != nil {
+		return nil, err
+	}
+	now := t.opts.Now()
+	plan.txns = append(plan.txns, delta.Txn{AppID: t.opts.Sink, Version: batchID, LastUpdated: ptr(now.UnixMilli())})
+	tps := make([]TP, 0, len(b.Offsets))
+	for tp := range b.Offsets {
+		tps = append(tps, tp)
+	}
+	sort.Slice(tps, func(i, j int) bool {
+		if tps[i].Topic != tps[j].Topic {
+			return tps[i].Topic < tps[j].Topic
+		}
+		return tps[i].Partition < tps[j].Partition
+	})
+	for _, tp := range tps {
+		o := b.Offsets[tp]
+		if cur, ok := t.st.offsets[tp]; ok && cur > o {
+			o = cur // never move progress backwards
+		}
+		plan.txns = append(plan.txns, delta.Txn{AppID: offsetAppID(t.opts.Sink, tp), Version: o, LastUpdated: ptr(now.UnixMilli())})
+	}
+	plan.domains = append(plan.domains, delta.DomainMetadata{Domain: trackerDomain(t.opts.Sink), Configuration: string(trackerJSON)})
+	params := map[string]any{
+		"batchId": batchID, "sink": t.opts.Sink,
+		"inserted": res.Inserted, "updated": res.Updated, "deleted": res.Deleted,
+		"stale": res.Stale, "duplicate": res.Duplicate, "rejected": res.Rejected,
+	}
+	v, logBytes, err := t.ops.commit(ctx, t.st.version, plan, "MERGE", params)
+	if err != nil {
+		return nil, fmt.Errorf("commit batch %d to %s: %w", batchID, t.dir, err)
+	}
+	res.BytesWritten += logBytes
+	res.CommitMs = time.Since(commitStart).Milliseconds()
+	res.Committed = true
+	res.Version = v
+	res.BatchID = batchID
+	t.afterCommit(v, plan, b, batchID)
+	return res, nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func firstSchemaChange(cs []*normalize.Change) *normalize.Change {
+	for _, c := range cs {
+		if c.Schema != nil && c.Op == normalize.OpUpsert {
+			return c
+		}
+	}
+	return nil
+}
+
+// afterCommit moves the in-memory state to the committed version.
+func (t *Table) afterCommit(v int64, p *plan, b *Batch, batchID int64) {
+	st := t.st
+	st.version = v
+	st.batchID = batchID
+	for tp, o := range b.Offsets {
+		if cur, ok := st.offsets[tp]; !ok || o > cur {
+			st.offsets[tp] = o
+		}
+	}
+	st.tracker = b.Tracker
+	for _, u := range p.dvUpdates {
+		fs := st.files[u.file]
+		fs.add = u.add
+		fs.dv = u.bitmap
+		fs.live = fs.rows - int64(u.bitmap.GetCardinality())
+	}
+	for _, nf := range p.newFiles {
+		id := int32(len(st.files))
+		st.byPath[nf.add.Path] = id
+		st.files = append(st.files, &fileState{add: nf.add, rows: nf.rows, live: nf.rows})
+		for i, k := range nf.keys {
+			st.index[k] = loc{file: id, row: int32(i), ver: nf.versions[i], deleted: nf.deleted[i]}
+		}
+	}
+}

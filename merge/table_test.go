@@ -1,0 +1,193 @@
+package merge
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/cdcsink/cdc-sink/internal/deltacheck"
+	"github.com/cdcsink/cdc-sink/normalize"
+	"github.com/cdcsink/cdc-sink/versioning"
+)
+
+func noReject(t *testing.T) func(context.Context, int64, []Reject) error {
+	return func(_ context.Context, _ int64, rs []Reject) error {
+		if len(rs) > 0 {
+			t.Fatalf("unexpected rejects: %+v", rs)
+		}
+		return nil
+	}
+}
+
+func batchOf(topic string, next int64, cs ...*normalize.Change) *Batch {
+	for i, c := range cs {
+		c.Coord = normalize.Coord{Topic: topic, Partition: 0, Offset: next - int64(len(cs)) + int64(i)}
+		c.Table = normalize.TableID{Server: "dbz", Schema: "public", Table: "pedidos"}
+	}
+	return &Batch{Changes: cs, Offsets: map[TP]int64{{topic, 0}: next}}
+}
+
+func openT(t *testing.T, dir string) *Table {
+	t.Helper()
+	tb, err := Open(context.Background(), dir, Options{Sink: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb
+}
+
+// The article's lab, split over three batches and delivered out of order,
+// then checked through delta-rs.
+func TestTableArticleLabAcrossBatches(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	tb := openT(t, dir)
+	b1 := batchOf("dbz.public.pedidos", 3,
+		ch(101, 'c', "CRIADO", "150.00", v(1)),
+		ch(101, 'u', "ENVIADO", "150.00", v(3)),
+		ch(102, 'c', "CRIADO", "230.00", v(1)),
+	)
+	if _, err := tb.Apply(ctx, b1, noReject(t)); err != nil {
+		t.Fatal(err)
+	}
+	// The older PAGO arrives after ENVIADO: stale. 102 is deleted, 103 created.
+	b2 := batchOf("dbz.public.pedidos", 6,
+		ch(101, 'u', "PAGO", "150.00", v(2)),
+		ch(102, 'd', "", "", v(2)),
+		ch(103, 'c', "CRIADO", "99.90", v(1)),
+	)
+	res, err := tb.Apply(ctx, b2, noReject(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stale != 1 || res.Deleted != 1 || res.Inserted != 1 {
+		t.Fatalf("batch 2 result %+v", res)
+	}
+	// An old update of the deleted 102 must not resurrect it.
+	b3 := batchOf("dbz.public.pedidos", 7, ch(102, 'u', "ZUMBI", "1.00", v(1)))
+	res, err = tb.Apply(ctx, b3, noReject(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Stale != 1 || !res.Committed {
+		t.Fatalf("batch 3 result %+v (offsets must still advance)", res)
+	}
+
+	check := func(tb *Table) {
+		live, deleted := tb.LiveRows()
+		if live != 2 || deleted != 1 {
+			t.Fatalf("live=%d deleted=%d", live, deleted)
+		}
+		rs := deltacheck.ReadDeltaRS(t, dir, "")
+		rows := deltacheck.ByKey(deltacheck.Decode(t, rs.Rows), "pedido_id")
+		if len(rs.Rows) != 3 {
+			t.Fatalf("delta-rs sees %d rows: %v", len(rs.Rows), rs.Rows)
+		}
+		if r := rows["101"]; r["status"] != "ENVIADO" || r["_cdc_deleted"] != false || r["valor"] != "150.00" {
+			t.Errorf("101: %v", r)
+		}
+		if r := rows["103"]; r["status"] != "CRIADO" || r["valor"] != "99.90" {
+			t.Errorf("103: %v", r)
+		}
+		if r := rows["102"]; r["_cdc_deleted"] != true || r["_cdc_op"] != "d" {
+			t.Errorf("102: %v", r)
+		}
+		if rs.Version != tb.Version() {
+			t.Errorf("delta-rs version %d, ours %d", rs.Version, tb.Version())
+		}
+	}
+	check(tb)
+	// Reopen: the index, offsets and batch id come back from the table.
+	tb2 := openT(t, dir)
+	check(tb2)
+	if o, ok := tb2.NextOffset("dbz.public.pedidos", 0); !ok || o != 7 {
+		t.Errorf("next offset = %d,%v", o, ok)
+	}
+	if tb2.LastBatchID() != 3 {
+		t.Errorf("batch id = %d", tb2.LastBatchID())
+	}
+	// Re-applying an applied batch changes nothing and writes no version.
+	before := tb2.Version()
+	res, err = tb2.Apply(ctx, batchOf("dbz.public.pedidos", 7, ch(102, 'u', "ZUMBI", "1.00", v(1))), noReject(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Committed || tb2.Version() != before {
+		t.Errorf("re-apply committed v%d (was v%d)", tb2.Version(), before)
+	}
+}
+
+func TestTableToastFromStoredRow(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	tb := openT(t, dir)
+	a := ch(1, 'c', "A", "1.00", v(1))
+	a.Row[3] = "a very large toasted text"
+	if _, err := tb.Apply(ctx, batchOf("t", 1, a), noReject(t)); err != nil {
+		t.Fatal(err)
+	}
+	b := ch(1, 'u', "B", "2.00", v(2))
+	b.Row[3] = normalize.Unavailable
+	if _, err := tb.Apply(ctx, batchOf("t", 2, b), noReject(t)); err != nil {
+		t.Fatal(err)
+	}
+	rows := deltacheck.Decode(t, deltacheck.ReadDeltaRS(t, dir, "").Rows)
+	if len(rows) != 1 || rows[0]["notes"] != "a very large toasted text" || rows[0]["status"] != "B" {
+		t.Fatalf("rows = %v", rows)
+	}
+}
+
+func TestTableSchemaEvolutionAndMismatch(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	tb := openT(t, dir)
+	if _, err := tb.Apply(ctx, batchOf("t", 1, ch(1, 'c', "A", "1.00", v(1))), noReject(t)); err != nil {
+		t.Fatal(err)
+	}
+	wider := &normalize.Schema{Columns: append(append([]normalize.ColumnDef(nil), labSchema.Columns...),
+		normalize.ColumnDef{Name: "extra", Type: normalize.Type{Kind: normalize.Long}, Nullable: true})}
+	c := ch(2, 'c', "B", "2.00", v(2))
+	c.Schema = wider
+	c.Row = append(c.Row, int64(42))
+	bad := &normalize.Schema{Columns: []normalize.ColumnDef{
+		{Name: "pedido_id", Type: normalize.Type{Kind: normalize.Long}},
+		{Name: "status", Type: normalize.Type{Kind: normalize.Long}, Nullable: true}}}
+	d := &normalize.Change{Op: normalize.OpUpsert, SourceOp: 'u', KeyNames: []string{"pedido_id"}, Key: []any{int64(3)},
+		Schema: bad, Row: []any{int64(3), int64(7)}, Version: v(3)}
+	var rejected []Reject
+	_, err := tb.Apply(ctx, batchOf("t", 3, c, d), func(_ context.Context, _ int64, rs []Reject) error {
+		rejected = rs
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rejected) != 1 || rejected[0].Index != 1 || rejected[0].Reason != "schema_mismatch" {
+		t.Fatalf("rejects = %+v", rejected)
+	}
+	rows := deltacheck.ByKey(deltacheck.Decode(t, deltacheck.ReadDeltaRS(t, dir, "").Rows), "pedido_id")
+	if fmt.Sprint(rows["2"]["extra"]) != "42" || rows["1"]["extra"] != nil || len(rows) != 2 {
+		t.Fatalf("rows = %v", rows)
+	}
+}
+
+func TestTableTruncate(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	tb := openT(t, dir)
+	if _, err := tb.Apply(ctx, batchOf("t", 2, ch(1, 'c', "A", "1.00", v(1)), ch(2, 'c', "B", "1.00", v(2))), noReject(t)); err != nil {
+		t.Fatal(err)
+	}
+	tr := &normalize.Change{Op: normalize.OpTruncate, SourceOp: 't', Version: v(5)}
+	if _, err := tb.Apply(ctx, batchOf("t", 4, tr, ch(3, 'c', "C", "1.00", v(6))), noReject(t)); err != nil {
+		t.Fatal(err)
+	}
+	rows := deltacheck.ByKey(deltacheck.Decode(t, deltacheck.ReadDeltaRS(t, dir, "").Rows), "pedido_id")
+	if rows["1"]["_cdc_deleted"] != true || rows["2"]["_cdc_deleted"] != true || rows["3"]["_cdc_deleted"] != false {
+		t.Fatalf("rows = %v", rows)
+	}
+	if rows["1"]["_cdc_op"] != "t" || rows["1"]["status"] != "A" {
+		t.Errorf("truncated row keeps its last image: %v", rows["1"])
+	}
+	_ = versioning.Version{}
+}

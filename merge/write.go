@@ -1,0 +1,285 @@
+package merge
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/RoaringBitmap/roaring/v2/roaring64"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/cdcsink/cdc-sink/delta"
+	"github.com/cdcsink/cdc-sink/normalize"
+	"github.com/cdcsink/cdc-sink/versioning"
+)
+
+// plan is everything one commit writes.
+type plan struct {
+	adds      []*delta.Add
+	removes   []*delta.Remove
+	txns      []delta.Txn
+	domains   []delta.DomainMetadata
+	metadata  *delta.Metadata
+	dvUpdates []dvUpdate
+	newFiles  []newFile
+}
+
+type dvUpdate struct {
+	file   int32
+	add    *delta.Add
+	bitmap *roaring64.Bitmap
+}
+
+type newFile struct {
+	add      *delta.Add
+	rows     int64
+	keys     []string
+	versions []versioning.Version
+	deleted  []bool
+}
+
+// write fills the stored values finals need, writes the new rows as one data
+// file and the deletion vectors hiding the rows they replace.
+func (t *Table) write(ctx context.Context, finals []*Final, batchID int64, res *Result) (*plan, error) {
+	st := t.st
+	p := &plan{}
+	if len(finals) == 0 {
+		return p, nil
+	}
+	if err := t.fillFromStored(ctx, finals); err != nil {
+		return nil, err
+	}
+	// Deterministic file content: rows ordered by key.
+	sort.Slice(finals, func(i, j int) bool { return finals[i].Key < finals[j].Key })
+	hide := map[int32][]uint64{}
+	nf := newFile{rows: int64(len(finals))}
+	rows := make([][]any, len(finals))
+	now := t.opts.Now()
+	for i, f := range finals {
+		old, had := st.index[f.Key]
+		switch {
+		case f.Deleted:
+			res.Deleted++
+		case had && !old.deleted:
+			res.Updated++
+		default:
+			res.Inserted++
+		}
+		if had {
+			hide[old.file] = append(hide[old.file], uint64(old.row))
+		}
+		row, err := t.tableRow(f, batchID, now)
+		if err != nil {
+			return nil, err
+		}
+		rows[i] = row
+		nf.keys = append(nf.keys, f.Key)
+		nf.versions = append(nf.versions, f.Change.Version)
+		nf.deleted = append(nf.deleted, f.Deleted)
+	}
+	rec, err := buildRecord(st.arrow, rows)
+	if err != nil {
+		return nil, err
+	}
+	defer rec.Release()
+	add, n, err := t.ops.writeData(ctx, st.schema, rec, now)
+	if err != nil {
+		return nil, fmt.Errorf("write data file: %w", err)
+	}
+	res.BytesWritten += n
+	nf.add = add
+	p.adds = append(p.adds, add)
+	p.newFiles = append(p.newFiles, nf)
+
+	fileIDs := make([]int32, 0, len(hide))
+	for id := range hide {
+		fileIDs = append(fileIDs, id)
+	}
+	sort.Slice(fileIDs, func(i, j int) bool { return fileIDs[i] < fileIDs[j] })
+	for _, id := range fileIDs {
+		fs := st.files[id]
+		bm := roaring64.New()
+		if fs.dv != nil {
+			bm.Or(fs.dv)
+		}
+		bm.AddMany(hide[id])
+		newAdd, rm, n, err := t.ops.withDV(ctx, fs.add, bm, now)
+		if err != nil {
+			return nil, fmt.Errorf("deletion vector for %s: %w", fs.add.Path, err)
+		}
+		res.BytesWritten += n
+		p.adds = append(p.adds, newAdd)
+		p.removes = append(p.removes, rm)
+		p.dvUpdates = append(p.dvUpdates, dvUpdate{file: id, add: newAdd, bitmap: bm})
+	}
+	return p, nil
+}
+
+// tableRow lays one final state out in table column order.
+func (t *Table) tableRow(f *Final, batchID int64, now interface{ UnixMicro() int64 }) ([]any, error) {
+	st := t.st
+	row := make([]any, len(st.schema.Fields))
+	c := f.Change
+	if f.Row != nil && c.Schema != nil {
+		m := t.mapping(c.Schema)
+		if m.err != nil {
+			return nil, m.err
+		}
+		for i, v := range f.Row {
+			if normalize.IsUnavailable(v) {
+				// Neither the batch nor the table had the value: store null
+				// rather than the placeholder (docs/types.md, TOAST).
+				v = nil
+			}
+			row[m.idx[i]] = v
+		}
+	}
+	for i, name := range st.keyCols {
+		j := fieldIndex(st.schema, name)
+		if j >= 0 && i < len(c.Key) {
+			row[j] = c.Key[i]
+		}
+	}
+	mi := &st.metaIdx
+	row[mi[0]] = f.Deleted
+	row[mi[1]] = c.Version.String()
+	row[mi[2]] = string([]byte{f.Op})
+	if c.SourceTsMicros != 0 {
+		row[mi[3]] = c.SourceTsMicros
+	}
+	row[mi[4]] = batchID
+	row[mi[5]] = now.UnixMicro()
+	if c.Coord.Topic != "" {
+		row[mi[6]] = c.Coord.Topic
+		row[mi[7]] = c.Coord.Partition
+		row[mi[8]] = c.Coord.Offset
+	}
+	return row, nil
+}
+
+func buildRecord(sc *arrow.Schema, rows [][]any) (arrow.Record, error) {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	defer b.Release()
+	b.Reserve(len(rows))
+	for r, row := range rows {
+		for i, fb := range b.Fields() {
+			if err := appendValue(fb, row[i]); err != nil {
+				return nil, fmt.Errorf("row %d column %s: %w", r, sc.Field(i).Name, err)
+			}
+		}
+	}
+	return b.NewRecord(), nil
+}
+
+// fillFromStored replaces Unavailable markers with the stored row's values.
+func (t *Table) fillFromStored(ctx context.Context, finals []*Final) error {
+	need := map[int32][]*Final{}
+	for _, f := range finals {
+		if !f.NeedStored {
+			continue
+		}
+		l, ok := t.st.index[f.Key]
+		if !ok || l.deleted {
+			continue // nothing stored: written as null
+		}
+		need[l.file] = append(need[l.file], f)
+	}
+	for file, fs := range need {
+		rowIdx := make([]int64, len(fs))
+		for i, f := range fs {
+			rowIdx[i] = int64(t.st.index[f.Key].row)
+		}
+		vals, err := t.ops.readRows(ctx, t.st, file, rowIdx)
+		if err != nil {
+			return fmt.Errorf("read stored rows of %s: %w", t.st.files[file].add.Path, err)
+		}
+		for i, f := range fs {
+			stored := vals[i]
+			row := append([]any(nil), f.Row...)
+			for j, v := range row {
+				if !normalize.IsUnavailable(v) {
+					continue
+				}
+				k := fieldIndex(t.st.schema, f.Change.Schema.Columns[j].Name)
+				if k >= 0 && stored != nil {
+					row[j] = stored[k]
+				}
+			}
+			f.Row = row
+			f.NeedStored = false
+		}
+	}
+	return nil
+}
+
+// truncateFinals turns every live stored row older than the truncate into a
+// tombstone (unless the batch already decided that key).
+func (t *Table) truncateFinals(ctx context.Context, f *Folded) ([]*Final, error) {
+	tr := f.Truncate
+	st := t.st
+	decided := map[string]bool{}
+	for _, fin := range f.Finals {
+		decided[fin.Key] = true
+	}
+	byFile := map[int32][]string{}
+	for k, l := range t.st.index {
+		if l.deleted || decided[k] || !l.ver.Less(tr.Version) {
+			continue
+		}
+		byFile[l.file] = append(byFile[l.file], k)
+	}
+	var out []*Final
+	for file, keys := range byFile {
+		sort.Strings(keys)
+		rowIdx := make([]int64, len(keys))
+		for i, k := range keys {
+			rowIdx[i] = int64(t.st.index[k].row)
+		}
+		vals, err := t.ops.readRows(ctx, t.st, file, rowIdx)
+		if err != nil {
+			return nil, err
+		}
+		for i, k := range keys {
+			stored := vals[i]
+			key := make([]any, len(t.st.keyCols))
+			for j, name := range t.st.keyCols {
+				key[j] = stored[fieldIndex(t.st.schema, name)]
+			}
+			ch := &normalize.Change{Table: tr.Table, Op: normalize.OpDelete, SourceOp: 't', KeyNames: t.st.keyCols,
+				Key: key, Version: tr.Version, SourceTsMicros: tr.SourceTsMicros, Coord: tr.Coord,
+				Schema: t.storedSchema()}
+			// Keep the last image: business columns of the stored row.
+			m := st.colMaps[ch.Schema]
+			row := make([]any, len(ch.Schema.Columns))
+			for j := range row {
+				row[j] = stored[m.idx[j]]
+			}
+			out = append(out, &Final{Key: k, Change: ch, Deleted: true, Row: row, Op: 't', Truncated: true})
+		}
+	}
+	return out, nil
+}
+
+// storedSchema is the table's business columns as a normalize.Schema (cached),
+// so stored images can travel through the same row layout code.
+func (t *Table) storedSchema() *normalize.Schema {
+	st := t.st
+	for s := range st.colMaps {
+		if s.Fingerprint == ^uint64(0) {
+			return s
+		}
+	}
+	s := &normalize.Schema{Fingerprint: ^uint64(0)}
+	m := &colMap{}
+	for i, f := range st.schema.Fields {
+		if IsMetaColumn(f.Name) {
+			continue
+		}
+		s.Columns = append(s.Columns, normalize.ColumnDef{Name: f.Name, Nullable: true})
+		m.idx = append(m.idx, i)
+	}
+	st.colMaps[s] = m
+	return s
+}

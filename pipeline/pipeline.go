@@ -1,0 +1,328 @@
+// Package pipeline drives one micro-batch of Kafka records through the rooms:
+// decode (envelope) → normalize → version (versioning.Tracker, in partition
+// order) → merge, with bad records sent to quarantine before the batch
+// commits. It owns batching decisions, progress offsets and retries; it does
+// not know wire formats or Delta.
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/cdcsink/cdc-sink/envelope"
+	"github.com/cdcsink/cdc-sink/merge"
+	"github.com/cdcsink/cdc-sink/normalize"
+	"github.com/cdcsink/cdc-sink/quarantine"
+	"github.com/cdcsink/cdc-sink/source"
+	"github.com/cdcsink/cdc-sink/versioning"
+)
+
+// Decoder is envelope.Decoder's method set.
+type Decoder interface {
+	Decode(ctx context.Context, rec *source.Record) (*envelope.Event, error)
+}
+
+// Normalizer is normalize.Normalizer's method set.
+type Normalizer interface {
+	Normalize(ev *envelope.Event, rec *source.Record) (*normalize.Change, error)
+}
+
+// Table is the merge side of one Delta table (*merge.Table).
+type Table interface {
+	// NextOffset is the first offset of (topic, partition) the table does not
+	// reflect yet; ok is false when the table has no progress for it.
+	NextOffset(topic string, partition int32) (int64, bool)
+	TrackerState() []versioning.PartitionState
+	Apply(ctx context.Context, b *merge.Batch, reject func(ctx context.Context, batchID int64, rs []merge.Reject) error) (*merge.Result, error)
+}
+
+// Router opens (creating lazily) the table a topic routes to. ok is false for
+// topics that route nowhere (heartbeat and transaction-metadata topics).
+type Router func(ctx context.Context, topic string) (t Table, name string, ok bool, err error)
+
+// Observer receives counts; every method must be cheap and safe for
+// concurrent use. A nil Observer is allowed.
+type Observer interface {
+	BatchDone(r *Report)
+}
+
+// Config configures a Pipeline.
+type Config struct {
+	Sink       string // sink name: txn appId and quarantine attribution
+	Decoder    Decoder
+	Normalizer Normalizer
+	Quarantine quarantine.Writer
+	Route      Router
+	Logger     *slog.Logger
+	Observer   Observer
+	// Backoff for transient failures: starts at MinBackoff, doubles up to MaxBackoff.
+	MinBackoff, MaxBackoff time.Duration
+	Now                    func() time.Time
+}
+
+// Pipeline applies micro-batches. It is not safe for concurrent Process calls.
+type Pipeline struct {
+	cfg Config
+}
+
+// New returns a Pipeline.
+func New(cfg Config) *Pipeline {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MinBackoff <= 0 {
+		cfg.MinBackoff = 100 * time.Millisecond
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 10 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Pipeline{cfg: cfg}
+}
+
+// TableReport is what happened to one table in a batch.
+type TableReport struct {
+	Table  string
+	Result *merge.Result
+}
+
+// Report summarises one Process call.
+type Report struct {
+	Records       int            // records handed in
+	Bytes         int64          // key+value bytes handed in
+	AlreadyDone   int            // skipped: offsets the table already covers
+	Ignored       int            // heartbeats, tx metadata, messages, unrouted control records
+	Quarantined   map[quarantine.Reason]int
+	Tables        []TableReport
+	DecodeMs      int64
+	DurationMs    int64
+	MaxSourceTsUs int64 // newest source commit time among applied changes
+	Started       time.Time
+}
+
+type tableWork struct {
+	name    string
+	t       Table
+	recs    []*source.Record
+	changes []*normalize.Change
+	chRec   []*source.Record // record of each change
+	bad     []quarantine.Entry
+	offsets map[merge.TP]int64
+	tracker *versioning.Tracker
+}
+
+// Process applies one micro-batch: records of any partitions, each partition
+// in offset order. It returns nil only when every record is applied, skipped
+// or durably quarantined and every touched table committed its progress.
+// On error nothing is acknowledged; calling Process again with the same
+// records is safe (already-committed tables skip them by offset).
+func (p *Pipeline) Process(ctx context.Context, recs []*source.Record) (*Report, error) {
+	start := p.cfg.Now()
+	rep := &Report{Records: len(recs), Quarantined: map[quarantine.Reason]int{}, Started: start}
+	works := map[string]*tableWork{}
+	var order []*tableWork
+	var unrouted []*source.Record
+	for _, r := range recs {
+		rep.Bytes += int64(len(r.Key) + len(r.Value))
+		t, name, ok, err := p.cfg.Route(ctx, r.Topic)
+		if err != nil {
+			return nil, fmt.Errorf("route topic %s: %w", r.Topic, err)
+		}
+		if !ok {
+			unrouted = append(unrouted, r)
+			continue
+		}
+		w := works[name]
+		if w == nil {
+			w = &tableWork{name: name, t: t, offsets: map[merge.TP]int64{}, tracker: versioning.NewTracker()}
+			w.tracker.Restore(t.TrackerState())
+			works[name] = w
+			order = append(order, w)
+		}
+		if next, ok := t.NextOffset(r.Topic, r.Partition); ok && r.Offset < next {
+			rep.AlreadyDone++
+			continue
+		}
+		w.recs = append(w.recs, r)
+		tp := merge.TP{Topic: r.Topic, Partition: r.Partition}
+		if r.Offset+1 > w.offsets[tp] {
+			w.offsets[tp] = r.Offset + 1
+		}
+	}
+	decStart := time.Now()
+	for _, r := range unrouted {
+		ev, err := p.decode(ctx, r)
+		if err != nil && ctx.Err() != nil {
+			return nil, err
+		}
+		if err == nil && ev.Kind != envelope.KindChange && ev.Kind != envelope.KindTombstone {
+			rep.Ignored++
+			continue
+		}
+		// A data record for a topic with no table cannot be applied: quarantine
+		// it (its offset is then tracked by the consumer group only).
+		if err := p.cfg.Quarantine.Write(ctx, []quarantine.Entry{p.entry(r, quarantine.UnknownTable,
+			fmt.Sprintf("topic %s routes to no table", r.Topic), 0)}); err != nil {
+			return nil, fmt.Errorf("quarantine unrouted record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+		}
+		rep.Quarantined[quarantine.UnknownTable]++
+	}
+	for _, w := range order {
+		if err := p.prepare(ctx, w, rep); err != nil {
+			return nil, err
+		}
+	}
+	rep.DecodeMs = time.Since(decStart).Milliseconds()
+	for _, w := range order {
+		if len(w.recs) == 0 {
+			continue
+		}
+		res, err := p.apply(ctx, w, rep)
+		if err != nil {
+			return nil, fmt.Errorf("table %s: %w", w.name, err)
+		}
+		rep.Tables = append(rep.Tables, TableReport{Table: w.name, Result: res})
+	}
+	rep.DurationMs = p.cfg.Now().Sub(start).Milliseconds()
+	if p.cfg.Observer != nil {
+		p.cfg.Observer.BatchDone(rep)
+	}
+	return rep, nil
+}
+
+// decode retries transient failures (registry down) with backoff until ctx ends.
+func (p *Pipeline) decode(ctx context.Context, r *source.Record) (*envelope.Event, error) {
+	back := p.cfg.MinBackoff
+	for {
+		ev, err := p.cfg.Decoder.Decode(ctx, r)
+		if err == nil || !quarantine.IsTransient(err) {
+			return ev, err
+		}
+		p.cfg.Logger.Warn("transient decode failure, retrying", "topic", r.Topic, "partition", r.Partition,
+			"offset", r.Offset, "err", err, "backoff", back)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(back):
+		}
+		back = min(back*2, p.cfg.MaxBackoff)
+	}
+}
+
+func (p *Pipeline) prepare(ctx context.Context, w *tableWork, rep *Report) error {
+	var keyBuf []byte
+	for _, r := range w.recs {
+		ev, err := p.decode(ctx, r)
+		if err == nil && ev.Kind != envelope.KindChange && ev.Kind != envelope.KindTombstone {
+			rep.Ignored++
+			continue
+		}
+		var c *normalize.Change
+		if err == nil {
+			c, err = p.cfg.Normalizer.Normalize(ev, r)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			reason, ok := quarantine.ReasonOf(err)
+			if !ok {
+				// An untyped error is a bug in a decoder; keep the record anyway.
+				reason = quarantine.MalformedEvent
+			}
+			w.bad = append(w.bad, p.entry(r, reason, err.Error(), 0))
+			continue
+		}
+		if c == nil {
+			rep.Ignored++
+			continue
+		}
+		switch {
+		case c.Tombstone:
+			keyBuf = merge.AppendKey(keyBuf[:0], c.Key)
+			c.Version = w.tracker.AssignTombstone(r.Topic, r.Partition, r.Offset, keyBuf)
+		case c.Op == normalize.OpDelete:
+			keyBuf = merge.AppendKey(keyBuf[:0], c.Key)
+			c.Version = w.tracker.AssignDelete(r.Topic, r.Partition, r.Offset, c.Position, keyBuf)
+		default:
+			c.Version = w.tracker.Assign(r.Topic, r.Partition, r.Offset, c.Position)
+		}
+		w.changes = append(w.changes, c)
+		w.chRec = append(w.chRec, r)
+		if c.SourceTsMicros > rep.MaxSourceTsUs {
+			rep.MaxSourceTsUs = c.SourceTsMicros
+		}
+	}
+	return nil
+}
+
+func (p *Pipeline) apply(ctx context.Context, w *tableWork, rep *Report) (*merge.Result, error) {
+	batch := &merge.Batch{Changes: w.changes, Offsets: w.offsets, Tracker: w.tracker.State()}
+	reject := func(ctx context.Context, batchID int64, rs []merge.Reject) error {
+		entries := append([]quarantine.Entry(nil), w.bad...)
+		for i := range entries {
+			entries[i].BatchID = batchID
+		}
+		for _, rj := range rs {
+			entries = append(entries, p.entry(w.chRec[rj.Index], rj.Reason, rj.Message, batchID))
+		}
+		if len(entries) == 0 {
+			return nil
+		}
+		if err := p.writeQuarantine(ctx, entries); err != nil {
+			return err
+		}
+		for _, e := range entries {
+			rep.Quarantined[e.Reason]++
+		}
+		return nil
+	}
+	back := p.cfg.MinBackoff
+	for {
+		res, err := w.t.Apply(ctx, batch, reject)
+		if err == nil {
+			return res, nil
+		}
+		if !quarantine.IsTransient(err) || ctx.Err() != nil {
+			return nil, err
+		}
+		p.cfg.Logger.Warn("transient apply failure, retrying", "table", w.name, "err", err, "backoff", back)
+		select {
+		case <-ctx.Done():
+			return nil, errors.Join(err, ctx.Err())
+		case <-time.After(back):
+		}
+		back = min(back*2, p.cfg.MaxBackoff)
+	}
+}
+
+// writeQuarantine retries until the entries are acknowledged: a record must
+// never be counted done before its quarantine copy is durable.
+func (p *Pipeline) writeQuarantine(ctx context.Context, entries []quarantine.Entry) error {
+	back := p.cfg.MinBackoff
+	for {
+		err := p.cfg.Quarantine.Write(ctx, entries)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("quarantine write: %w", errors.Join(err, ctx.Err()))
+		}
+		p.cfg.Logger.Warn("quarantine write failed, retrying", "entries", len(entries), "err", err, "backoff", back)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("quarantine write: %w", errors.Join(err, ctx.Err()))
+		case <-time.After(back):
+		}
+		back = min(back*2, p.cfg.MaxBackoff)
+	}
+}
+
+func (p *Pipeline) entry(r *source.Record, reason quarantine.Reason, msg string, batch int64) quarantine.Entry {
+	return quarantine.Entry{Record: r, Reason: reason, Message: msg, Sink: p.cfg.Sink, BatchID: batch, Time: p.cfg.Now().UTC()}
+}

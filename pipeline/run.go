@@ -1,0 +1,175 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/cdcsink/cdc-sink/quarantine"
+	"github.com/cdcsink/cdc-sink/source"
+)
+
+// Poller is a record source: *source.Consumer and *source.FileReader.
+// Poll returns io.EOF when a bounded source is exhausted.
+type Poller interface {
+	Poll(ctx context.Context, max int, maxWait time.Duration) ([]*source.Record, error)
+}
+
+// Trigger decides when a micro-batch is cut: whichever limit is reached first.
+type Trigger struct {
+	MaxRecords  int           // default 10,000
+	MaxBytes    int64         // key+value bytes; default 64 MiB
+	MaxInterval time.Duration // since the first buffered record; default 1s
+}
+
+func (t *Trigger) defaults() {
+	if t.MaxRecords <= 0 {
+		t.MaxRecords = 10000
+	}
+	if t.MaxBytes <= 0 {
+		t.MaxBytes = 64 << 20
+	}
+	if t.MaxInterval <= 0 {
+		t.MaxInterval = time.Second
+	}
+}
+
+// Runner feeds a Poller into a Pipeline in micro-batches.
+type Runner struct {
+	P       *Pipeline
+	Src     Poller
+	Trigger Trigger
+	// AfterBatch runs after every successful batch (e.g. commit consumer
+	// group offsets, print progress). An error stops the runner.
+	AfterBatch func(ctx context.Context, recs []*source.Record, rep *Report) error
+	// ShutdownGrace bounds how long the buffered batch may take to finish
+	// after ctx is cancelled (SIGTERM). Default 30s.
+	ShutdownGrace time.Duration
+	// OnError is told about each failed batch before the runner retries it
+	// (transient) or stops (permanent). May be nil.
+	OnError func(err error)
+
+	mu  sync.Mutex
+	buf []*source.Record
+}
+
+// Revoke drops buffered records of partitions this process no longer owns.
+// Dropping is safe: the new owner resumes from the offsets in the table.
+func (r *Runner) Revoke(tps []source.TopicPartition) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	gone := map[source.TopicPartition]bool{}
+	for _, tp := range tps {
+		gone[tp] = true
+	}
+	kept := r.buf[:0]
+	for _, rec := range r.buf {
+		if !gone[source.TopicPartition{Topic: rec.Topic, Partition: rec.Partition}] {
+			kept = append(kept, rec)
+		}
+	}
+	for i := len(kept); i < len(r.buf); i++ {
+		r.buf[i] = nil
+	}
+	r.buf = kept
+}
+
+// Run consumes until the source is exhausted (io.EOF: returns nil), ctx is
+// cancelled (the buffered batch is finished within ShutdownGrace, then nil),
+// or a batch fails permanently (returned).
+func (r *Runner) Run(ctx context.Context) error {
+	r.Trigger.defaults()
+	if r.ShutdownGrace <= 0 {
+		r.ShutdownGrace = 30 * time.Second
+	}
+	var (
+		first time.Time
+		bytes int64
+		eof   bool
+	)
+	for {
+		r.mu.Lock()
+		n := len(r.buf)
+		r.mu.Unlock()
+		due := n > 0 && (n >= r.Trigger.MaxRecords || bytes >= r.Trigger.MaxBytes ||
+			time.Since(first) >= r.Trigger.MaxInterval || eof || ctx.Err() != nil)
+		if due {
+			if err := r.flush(ctx); err != nil {
+				return err
+			}
+			bytes = 0
+			continue
+		}
+		if eof || ctx.Err() != nil {
+			return nil
+		}
+		wait := r.Trigger.MaxInterval
+		if n > 0 {
+			wait = max(r.Trigger.MaxInterval-time.Since(first), time.Millisecond)
+		}
+		recs, err := r.Src.Poll(ctx, r.Trigger.MaxRecords-n, wait)
+		switch {
+		case errors.Is(err, io.EOF):
+			eof = true
+		case err != nil && ctx.Err() != nil:
+			// shutting down: finish what is buffered
+		case err != nil:
+			return err
+		}
+		if len(recs) > 0 {
+			r.mu.Lock()
+			if len(r.buf) == 0 {
+				first = time.Now()
+			}
+			r.buf = append(r.buf, recs...)
+			r.mu.Unlock()
+			for _, rec := range recs {
+				bytes += int64(len(rec.Key) + len(rec.Value))
+			}
+		}
+	}
+}
+
+// flush processes the buffered records as one batch, retrying transient
+// failures until ctx ends; after cancellation it gets ShutdownGrace.
+func (r *Runner) flush(ctx context.Context) error {
+	r.mu.Lock()
+	recs := r.buf
+	r.buf = nil
+	r.mu.Unlock()
+	bctx := ctx
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		bctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), r.ShutdownGrace)
+		defer cancel()
+	}
+	back := r.P.cfg.MinBackoff
+	for {
+		rep, err := r.P.Process(bctx, recs)
+		if err == nil {
+			if r.AfterBatch != nil {
+				return r.AfterBatch(bctx, recs, rep)
+			}
+			return nil
+		}
+		if r.OnError != nil {
+			r.OnError(err)
+		}
+		if !isRetryable(err) || bctx.Err() != nil {
+			return err
+		}
+		r.P.cfg.Logger.Warn("batch failed, retrying", "records", len(recs), "err", err, "backoff", back)
+		select {
+		case <-bctx.Done():
+			return err
+		case <-time.After(back):
+		}
+		back = min(back*2, r.P.cfg.MaxBackoff)
+	}
+}
+
+func isRetryable(err error) bool {
+	return quarantine.IsTransient(err)
+}

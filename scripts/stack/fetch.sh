@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Fetches the stack's jars from Maven Central into $CDC_SINK_STACK_CACHE with
+# `mvn dependency:copy-dependencies` on the small poms in scripts/stack/poms/.
+# Each pom lands in its own dir named after a hash of the pom, so a warm cache is a no-op and
+# a version bump in a pom fetches a fresh dir. Prints nothing but the resolved dirs (KEY=DIR lines)
+# on stdout, so callers can `eval "$(scripts/stack/fetch.sh)"`.
+#
+# Usage: scripts/stack/fetch.sh [kafka] [debezium] [apicurio-converter]   (default: all)
+source "$(dirname "$0")/common.sh"
+
+command -v mvn >/dev/null || die "mvn not found (apt-get install -y maven)"
+
+# fetch_pom NAME [extra copy-dependencies args...]: echoes the cache dir holding NAME's jars.
+fetch_pom() {
+  local name=$1; shift
+  local pom=$STACK_SCRIPTS/poms/$name.xml hash dir tmp t0
+  [ -f "$pom" ] || die "no pom $pom"
+  hash=$(sha256sum "$pom" | cut -c1-12)
+  dir=$STACK_CACHE/$name-$hash
+  if [ -f "$dir/.complete" ]; then echo "$dir"; return 0; fi
+  t0=$(now_s)
+  log "fetching $name jars from Maven Central (cold cache) ..."
+  mkdir -p "$STACK_CACHE"
+  tmp=$(mktemp -d "$STACK_CACHE/.tmp-$name-XXXXXX")
+  if ! mvn -B -q -f "$pom" dependency:copy-dependencies \
+        -DoutputDirectory="$tmp/libs" -DincludeScope=runtime "$@" >"$tmp/mvn.log" 2>&1; then
+    cat "$tmp/mvn.log" >&2
+    rm -rf "$tmp"
+    die "mvn failed for $pom"
+  fi
+  rm -rf "$dir"
+  mv "$tmp" "$dir"
+  touch "$dir/.complete"
+  log "fetched $name: $(ls "$dir/libs" | wc -l) jars in $(( $(now_s) - t0 ))s"
+  echo "$dir"
+}
+
+want=("$@")
+[ ${#want[@]} -gt 0 ] || want=(kafka debezium apicurio-converter)
+for w in "${want[@]}"; do
+  case $w in
+    kafka) echo "KAFKA_LIBS=$(fetch_pom kafka)/libs" ;;
+    # Kafka's own jars and SLF4J come from the worker's classpath.
+    debezium) echo "DEBEZIUM_LIBS=$(fetch_pom debezium -DexcludeGroupIds=org.apache.kafka,org.slf4j)/libs" ;;
+    apicurio-converter) echo "APICURIO_CONVERTER_LIBS=$(fetch_pom apicurio-converter -DexcludeGroupIds=org.apache.kafka,org.slf4j)/libs" ;;
+    *) die "unknown component $w" ;;
+  esac
+done
