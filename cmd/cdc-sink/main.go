@@ -89,7 +89,7 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
-		fmt.Fprintf(stderr, "cdc-sink %s: %v\n", c.name, redact(err.Error()))
+		fmt.Fprintf(stderr, "cdc-sink %s: %v\n", c.name, redactText(err.Error()))
 		return 1
 	}
 	fmt.Fprintf(stderr, "cdc-sink: unknown command %q\n\n", args[0])

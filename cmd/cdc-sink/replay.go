@@ -69,7 +69,10 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *registry != "" {
 		setup.Registry = newRegistry(*registry)
 	}
-	p, ts := buildPipeline(setup)
+	p, ts, err := buildPipeline(setup)
+	if err != nil {
+		return err
+	}
 	// Open (or refuse) the table before reading anything.
 	if _, err := ts.open(ctx, *table); err != nil {
 		return err
@@ -304,3 +307,5 @@ func (p *progress) summary() string {
 	return fmt.Sprintf("%d records: %d inserted, %d updated, %d deleted, %d stale, %d duplicate, %d quarantined",
 		p.done, p.applied["inserted"], p.applied["updated"], p.applied["deleted"], p.applied["stale"], p.applied["duplicate"], p.quar)
 }
+
+func (refuseWriter) Close() error { return nil }

@@ -21,6 +21,6 @@ func cmdDiff(ctx context.Context, args []string, stdout, stderr io.Writer) error
 func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error { return errTODO }
 func cmdSlots(ctx context.Context, args []string, stdout, stderr io.Writer) error  { return errTODO }
 
-func redact(s string) string { return redact.String(s) }
+func redactText(s string) string { return redact.String(s) }
 
 func newRegistry(url string) envelope.Registry { return envelope.NewSRClientRegistry(url) }

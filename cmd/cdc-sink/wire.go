@@ -65,13 +65,16 @@ func (ts *tableSet) all() map[string]*merge.Table {
 	return out
 }
 
-func buildPipeline(s *sinkSetup) (*pipeline.Pipeline, *tableSet) {
+func buildPipeline(s *sinkSetup) (*pipeline.Pipeline, *tableSet, error) {
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.DiscardHandler)
 	}
 	ts := &tableSet{setup: s, tables: map[string]*merge.Table{}}
 	dec := envelope.NewDecoder(envelope.Options{Registry: s.Registry})
-	norm := normalize.New(normalize.Options{KeyColumns: s.KeyColumns})
+	norm, err := normalize.New(normalize.Options{KeyColumns: s.KeyColumns})
+	if err != nil {
+		return nil, nil, err
+	}
 	p := pipeline.New(pipeline.Config{
 		Sink:       s.Sink,
 		Decoder:    dec,
@@ -91,7 +94,7 @@ func buildPipeline(s *sinkSetup) (*pipeline.Pipeline, *tableSet) {
 			return t, dir, true, nil
 		},
 	})
-	return p, ts
+	return p, ts, nil
 }
 
 // routeTemplate expands a table path template with the parts of a Debezium

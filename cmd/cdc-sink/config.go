@@ -1,0 +1,374 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/cdcsink/cdc-sink/internal/redact"
+)
+
+// Config is the `cdc-sink run` configuration (YAML). Every leaf key can be
+// overridden by a flag named after its dotted path (--kafka.brokers) and by
+// an environment variable CDC_SINK_<PATH> (CDC_SINK_KAFKA_BROKERS), with
+// precedence flag > env > file > default. Lists are comma-separated and maps
+// are k=v,k=v in flags and env vars.
+type Config struct {
+	Sink  string    `yaml:"sink" doc:"sink name: txn appId, table owner, consumer group default, quarantine topic prefix"`
+	Kafka KafkaConf `yaml:"kafka"`
+	Table TableConf `yaml:"tables"`
+	Reg   RegConf   `yaml:"registry"`
+	Batch BatchConf `yaml:"batch"`
+	Quar  QuarConf  `yaml:"quarantine"`
+	HTTP  HTTPConf  `yaml:"http"`
+	Log   LogConf   `yaml:"log"`
+	Merge MergeConf `yaml:"merge"`
+	Maint MaintConf `yaml:"maintenance"`
+}
+
+// KafkaConf configures the consumer.
+type KafkaConf struct {
+	Brokers    []string          `yaml:"brokers" doc:"bootstrap servers host:port"`
+	Group      string            `yaml:"group" doc:"consumer group (default: the sink name)"`
+	Topics     []string          `yaml:"topics" doc:"topics to consume"`
+	TopicRegex string            `yaml:"topic_regex" doc:"consume every topic matching this regex"`
+	Properties map[string]string `yaml:"properties" doc:"librdkafka properties passed through (TLS, SASL, ...)"`
+}
+
+// TableConf routes topics to tables.
+type TableConf struct {
+	PathTemplate string              `yaml:"path_template" doc:"table path for a topic: {topic} {prefix} {db} {schema} {table}"`
+	Map          map[string]string   `yaml:"map" doc:"explicit topic → table path (wins over the template)"`
+	KeyColumns   map[string][]string `yaml:"key_columns" doc:"topic or schema.table → key columns for records with a null key"`
+}
+
+// RegConf configures the schema registry (Avro).
+type RegConf struct {
+	URL      string `yaml:"url" doc:"Confluent-compatible registry URL (Apicurio: .../apis/ccompat/v7)"`
+	Username string `yaml:"username"`
+	Password string `yaml:"password" doc:"secret; prefer CDC_SINK_REGISTRY_PASSWORD"`
+	CAFile   string `yaml:"ca_file" doc:"PEM CA bundle for https"`
+	Insecure bool   `yaml:"insecure_skip_verify"`
+}
+
+// BatchConf is the micro-batch trigger.
+type BatchConf struct {
+	MaxRecords  int           `yaml:"max_records"`
+	MaxBytes    int64         `yaml:"max_bytes"`
+	MaxInterval time.Duration `yaml:"max_interval"`
+}
+
+// QuarConf says where rejected records go.
+type QuarConf struct {
+	Topic string `yaml:"topic" doc:"quarantine topic (default <sink>.quarantine)"`
+	File  string `yaml:"file" doc:"write to this file instead of a topic"`
+}
+
+// HTTPConf is the health/metrics listener.
+type HTTPConf struct {
+	Listen string `yaml:"listen" doc:"address for /healthz /readyz /metrics /progress (empty: off)"`
+}
+
+// LogConf configures slog.
+type LogConf struct {
+	Level  string `yaml:"level" doc:"debug|info|warn|error"`
+	Format string `yaml:"format" doc:"json|text"`
+}
+
+// MergeConf configures merge semantics.
+type MergeConf struct {
+	Truncate      string        `yaml:"truncate" doc:"apply|ignore: what a source TRUNCATE does"`
+	ShutdownGrace time.Duration `yaml:"shutdown_grace" doc:"time to finish the current batch on SIGTERM"`
+}
+
+// MaintConf schedules table maintenance from the sidecar.
+type MaintConf struct {
+	OptimizeEvery time.Duration `yaml:"optimize_every" doc:"compact each table this often (0: never)"`
+}
+
+func defaultConfig() Config {
+	return Config{
+		Sink:  "cdc-sink",
+		Table: TableConf{PathTemplate: "lake/{prefix}/{schema}.{table}"},
+		Batch: BatchConf{MaxRecords: 10000, MaxBytes: 64 << 20, MaxInterval: time.Second},
+		HTTP:  HTTPConf{Listen: "127.0.0.1:8081"},
+		Log:   LogConf{Level: "info", Format: "json"},
+		Merge: MergeConf{Truncate: "apply", ShutdownGrace: 30 * time.Second},
+	}
+}
+
+// leaf is one overridable key.
+type leaf struct {
+	path string // dotted yaml path
+	v    reflect.Value
+	doc  string
+}
+
+func leaves(cfg *Config) []leaf {
+	var out []leaf
+	var walk func(prefix string, v reflect.Value)
+	walk = func(prefix string, v reflect.Value) {
+		t := v.Type()
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			name := strings.Split(f.Tag.Get("yaml"), ",")[0]
+			if name == "" || name == "-" {
+				continue
+			}
+			p := name
+			if prefix != "" {
+				p = prefix + "." + name
+			}
+			fv := v.Field(i)
+			if fv.Kind() == reflect.Struct && fv.Type() != reflect.TypeOf(time.Duration(0)) {
+				walk(p, fv)
+				continue
+			}
+			out = append(out, leaf{path: p, v: fv, doc: f.Tag.Get("doc")})
+		}
+	}
+	walk("", reflect.ValueOf(cfg).Elem())
+	return out
+}
+
+func envName(path string) string {
+	return "CDC_SINK_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(path))
+}
+
+// setLeaf parses s into the leaf's type.
+func setLeaf(l leaf, s string) error {
+	v := l.v
+	switch v.Interface().(type) {
+	case string:
+		v.SetString(s)
+	case bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return err
+		}
+		v.SetBool(b)
+	case int, int64:
+		n, err := parseSize(s)
+		if err != nil {
+			return err
+		}
+		v.SetInt(n)
+	case time.Duration:
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			return err
+		}
+		v.SetInt(int64(d))
+	case []string:
+		v.Set(reflect.ValueOf(splitNonEmpty(s, ",")))
+	case map[string]string:
+		m := map[string]string{}
+		for _, kv := range splitNonEmpty(s, ",") {
+			k, val, ok := strings.Cut(kv, "=")
+			if !ok {
+				return fmt.Errorf("want k=v,k=v, got %q", kv)
+			}
+			m[k] = val
+		}
+		v.Set(reflect.ValueOf(m))
+	case map[string][]string:
+		// topic=col1|col2,topic2=col
+		m := map[string][]string{}
+		for _, kv := range splitNonEmpty(s, ",") {
+			k, val, ok := strings.Cut(kv, "=")
+			if !ok {
+				return fmt.Errorf("want topic=col1|col2,..., got %q", kv)
+			}
+			m[k] = splitNonEmpty(val, "|")
+		}
+		v.Set(reflect.ValueOf(m))
+	default:
+		return fmt.Errorf("unsupported type %s", v.Type())
+	}
+	return nil
+}
+
+var sizeRe = regexp.MustCompile(`^(\d+)\s*(KiB|MiB|GiB|KB|MB|GB|k|m|g)?$`)
+
+func parseSize(s string) (int64, error) {
+	m := sizeRe.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil {
+		return 0, fmt.Errorf("not a number or size: %q", s)
+	}
+	n, err := strconv.ParseInt(m[1], 10, 64)
+	if err != nil {
+		return 0, err
+	}
+	mult := map[string]int64{"": 1, "k": 1 << 10, "KiB": 1 << 10, "KB": 1000, "m": 1 << 20, "MiB": 1 << 20, "MB": 1e6,
+		"g": 1 << 30, "GiB": 1 << 30, "GB": 1e9}[m[2]]
+	return n * mult, nil
+}
+
+func splitNonEmpty(s, sep string) []string {
+	var out []string
+	for _, p := range strings.Split(s, sep) {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// loadConfig builds the configuration from defaults, the YAML file named by
+// --config, CDC_SINK_* environment variables and flags, then validates it.
+func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (*Config, error) {
+	cfg := defaultConfig()
+	fs := flag.NewFlagSet("cdc-sink run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	file := fs.String("config", "", "YAML configuration file")
+	ls := leaves(&cfg)
+	set := map[string]string{}
+	for _, l := range ls {
+		l := l
+		fs.Func(l.path, l.doc, func(s string) error { set[l.path] = s; return nil })
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %v", fs.Args())
+	}
+	if *file != "" {
+		b, err := os.ReadFile(*file)
+		if err != nil {
+			return nil, fmt.Errorf("config: %w", err)
+		}
+		dec := yaml.NewDecoder(strings.NewReader(string(b)))
+		dec.KnownFields(true)
+		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("config %s: %w", *file, err)
+		}
+	}
+	ls = leaves(&cfg)
+	for _, l := range ls {
+		if s := getenv(envName(l.path)); s != "" {
+			if err := setLeaf(l, s); err != nil {
+				return nil, fmt.Errorf("config key %s (from %s): %w", l.path, envName(l.path), err)
+			}
+		}
+	}
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		for _, l := range ls {
+			if l.path == k {
+				if err := setLeaf(l, set[k]); err != nil {
+					return nil, fmt.Errorf("config key %s (flag --%s): %w", k, k, err)
+				}
+			}
+		}
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+var sinkNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+func (c *Config) validate() error {
+	bad := func(key, format string, a ...any) error {
+		return fmt.Errorf("config key %s: %s", key, fmt.Sprintf(format, a...))
+	}
+	if !sinkNameRe.MatchString(c.Sink) {
+		return bad("sink", "%q must be letters, digits, '.', '_' or '-'", c.Sink)
+	}
+	if len(c.Kafka.Brokers) == 0 {
+		return bad("kafka.brokers", "at least one broker is required")
+	}
+	for _, b := range c.Kafka.Brokers {
+		if _, _, err := net.SplitHostPort(b); err != nil {
+			return bad("kafka.brokers", "%q is not host:port", b)
+		}
+	}
+	if len(c.Kafka.Topics) == 0 && c.Kafka.TopicRegex == "" {
+		return bad("kafka.topics", "give topics or kafka.topic_regex")
+	}
+	if c.Kafka.TopicRegex != "" {
+		if _, err := regexp.Compile(c.Kafka.TopicRegex); err != nil {
+			return bad("kafka.topic_regex", "%v", err)
+		}
+	}
+	if c.Table.PathTemplate == "" && len(c.Table.Map) == 0 {
+		return bad("tables.path_template", "give a path template or tables.map")
+	}
+	if c.Batch.MaxRecords <= 0 {
+		return bad("batch.max_records", "must be > 0")
+	}
+	if c.Batch.MaxBytes <= 0 {
+		return bad("batch.max_bytes", "must be > 0")
+	}
+	if c.Batch.MaxInterval <= 0 {
+		return bad("batch.max_interval", "must be > 0")
+	}
+	if c.HTTP.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {
+			return bad("http.listen", "%q is not host:port", c.HTTP.Listen)
+		}
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		return bad("log.level", "%q is not debug|info|warn|error", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "json", "text":
+	default:
+		return bad("log.format", "%q is not json|text", c.Log.Format)
+	}
+	switch c.Merge.Truncate {
+	case "apply", "ignore":
+	default:
+		return bad("merge.truncate", "%q is not apply|ignore", c.Merge.Truncate)
+	}
+	if c.Reg.URL != "" && !strings.HasPrefix(c.Reg.URL, "http://") && !strings.HasPrefix(c.Reg.URL, "https://") {
+		return bad("registry.url", "%q must be http(s)://", redact.String(c.Reg.URL))
+	}
+	return nil
+}
+
+// Redacted returns the configuration as YAML with secrets masked (for logs
+// and /progress).
+func (c *Config) Redacted() map[string]any {
+	out := map[string]any{}
+	cp := *c
+	for _, l := range leaves(&cp) {
+		val := l.v.Interface()
+		if redact.IsSecretKey(l.path) {
+			if s, ok := val.(string); ok && s != "" {
+				val = "***"
+			}
+		}
+		if m, ok := val.(map[string]string); ok {
+			mm := map[string]string{}
+			for k, v := range m {
+				if redact.IsSecretKey(k) {
+					v = "***"
+				}
+				mm[k] = v
+			}
+			val = mm
+		}
+		out[l.path] = val
+	}
+	return out
+}
