@@ -563,3 +563,22 @@ func (t *Table) afterCommit(v int64, p *plan, b *Batch, batchID int64) {
 		}
 	}
 }
+
+// Refresh reloads the table state if another writer committed since this
+// Table last looked (e.g. before seeking a newly assigned partition).
+func (t *Table) Refresh(ctx context.Context) error {
+	v, err := t.ops.tbl.LatestVersion(ctx)
+	if errors.Is(err, delta.ErrNotATable) {
+		if t.st == nil {
+			return nil
+		}
+		return fmt.Errorf("table %s disappeared: %w", t.dir, err)
+	}
+	if err != nil {
+		return err
+	}
+	if t.st != nil && t.st.version == v {
+		return nil
+	}
+	return t.reload(ctx)
+}

@@ -11,15 +11,7 @@ import (
 
 var errTODO = errors.New("not implemented yet")
 
-func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error   { return errTODO }
-func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error  { return errTODO }
-func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) error { return errTODO }
-func cmdQuarantine(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errTODO
-}
-func cmdDiff(ctx context.Context, args []string, stdout, stderr io.Writer) error   { return errTODO }
-func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error { return errTODO }
-func cmdSlots(ctx context.Context, args []string, stdout, stderr io.Writer) error  { return errTODO }
+func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error { return errTODO }
 
 func redactText(s string) string { return redact.String(s) }
 

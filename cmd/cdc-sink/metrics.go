@@ -1,0 +1,266 @@
+package main
+
+import (
+	"encoding/json"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/cdcsink/cdc-sink/pipeline"
+)
+
+// metrics is the Prometheus side of the sidecar plus the /progress state.
+type metrics struct {
+	reg         *prometheus.Registry
+	recordsIn   prometheus.Counter
+	bytesIn     prometheus.Counter
+	rows        *prometheus.CounterVec
+	skipped     *prometheus.CounterVec
+	quarantined *prometheus.CounterVec
+	batchDur    prometheus.Histogram
+	commitDur   prometheus.Histogram
+	e2e         prometheus.Histogram
+	lag         *prometheus.GaugeVec
+	tableVer    *prometheus.GaugeVec
+	batchErrors prometheus.Counter
+	batches     prometheus.Counter
+
+	mu       sync.Mutex
+	last     *progressJSON
+	lastErr  string
+	lastOK   time.Time
+	started  time.Time
+	ready    bool
+	sink     string
+	failures int // consecutive failed batches
+	now      func() time.Time
+}
+
+func newMetrics(sink string) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry(), sink: sink, started: time.Now(), now: time.Now}
+	f := promauto{m.reg}
+	m.recordsIn = f.counter("cdcsink_records_in_total", "Kafka records read into batches.")
+	m.bytesIn = f.counter("cdcsink_bytes_in_total", "Key and value bytes read into batches.")
+	m.rows = f.counterVec("cdcsink_rows_total", "Rows written, by table and action (inserted, updated, deleted).", "table", "action")
+	m.skipped = f.counterVec("cdcsink_skipped_total", "Records or changes skipped, by reason (stale, duplicate, already_applied, ignored).", "reason")
+	m.quarantined = f.counterVec("cdcsink_quarantined_total", "Records sent to quarantine, by reason class.", "reason")
+	m.batchDur = f.histogram("cdcsink_batch_duration_seconds", "Wall time of one micro-batch.", prometheus.ExponentialBuckets(0.005, 2, 14))
+	m.commitDur = f.histogram("cdcsink_commit_duration_seconds", "Delta commit latency per table commit.", prometheus.ExponentialBuckets(0.001, 2, 14))
+	m.e2e = f.histogram("cdcsink_end_to_end_latency_seconds", "Source commit time to Delta commit, for the newest change of a batch.", prometheus.ExponentialBuckets(0.01, 2, 16))
+	m.lag = f.gaugeVec("cdcsink_consumer_lag", "Records between the consumer position and the high watermark.", "topic", "partition")
+	m.tableVer = f.gaugeVec("cdcsink_table_version", "Delta table version after the last commit.", "table")
+	m.batchErrors = f.counter("cdcsink_batch_errors_total", "Batches that failed (and were retried or stopped the sink).")
+	m.batches = f.counter("cdcsink_batches_total", "Micro-batches applied.")
+	m.reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	return m
+}
+
+type promauto struct{ r *prometheus.Registry }
+
+func (p promauto) counter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	p.r.MustRegister(c)
+	return c
+}
+func (p promauto) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	p.r.MustRegister(c)
+	return c
+}
+func (p promauto) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	c := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+	p.r.MustRegister(c)
+	return c
+}
+func (p promauto) histogram(name, help string, b []float64) prometheus.Histogram {
+	c := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: b})
+	p.r.MustRegister(c)
+	return c
+}
+
+// progressJSON mirrors Spark's StreamingQueryProgress (lastProgress).
+type progressJSON struct {
+	Sink                   string                   `json:"sink"`
+	BatchID                int64                    `json:"batchId"`
+	Timestamp              string                   `json:"timestamp"`
+	NumInputRows           int                      `json:"numInputRows"`
+	InputRowsPerSecond     float64                  `json:"inputRowsPerSecond"`
+	ProcessedRowsPerSecond float64                  `json:"processedRowsPerSecond"`
+	DurationMs             map[string]int64         `json:"durationMs"`
+	Quarantined            map[string]int           `json:"quarantined"`
+	Skipped                map[string]int           `json:"skipped"`
+	Tables                 map[string]tableProgJSON `json:"tables"`
+	Totals                 map[string]int64         `json:"totals"`
+}
+
+type tableProgJSON struct {
+	Version   int64 `json:"version"`
+	BatchID   int64 `json:"batchId"`
+	Inserted  int   `json:"inserted"`
+	Updated   int   `json:"updated"`
+	Deleted   int   `json:"deleted"`
+	Stale     int   `json:"stale"`
+	Duplicate int   `json:"duplicate"`
+}
+
+// BatchDone implements pipeline.Observer.
+func (m *metrics) BatchDone(r *pipeline.Report) {
+	now := m.now()
+	m.batches.Inc()
+	m.recordsIn.Add(float64(r.Records))
+	m.bytesIn.Add(float64(r.Bytes))
+	m.batchDur.Observe(float64(r.DurationMs) / 1000)
+	if r.AlreadyDone > 0 {
+		m.skipped.WithLabelValues("already_applied").Add(float64(r.AlreadyDone))
+	}
+	if r.Ignored > 0 {
+		m.skipped.WithLabelValues("ignored").Add(float64(r.Ignored))
+	}
+	p := &progressJSON{Sink: m.sink, Timestamp: now.UTC().Format(time.RFC3339Nano), NumInputRows: r.Records,
+		DurationMs:  map[string]int64{"decode": r.DecodeMs, "total": r.DurationMs},
+		Quarantined: map[string]int{}, Skipped: map[string]int{"already_applied": r.AlreadyDone, "ignored": r.Ignored},
+		Tables: map[string]tableProgJSON{}}
+	for reason, n := range r.Quarantined {
+		m.quarantined.WithLabelValues(string(reason)).Add(float64(n))
+		p.Quarantined[string(reason)] = n
+	}
+	for _, tr := range r.Tables {
+		res := tr.Result
+		m.rows.WithLabelValues(tr.Table, "inserted").Add(float64(res.Inserted))
+		m.rows.WithLabelValues(tr.Table, "updated").Add(float64(res.Updated))
+		m.rows.WithLabelValues(tr.Table, "deleted").Add(float64(res.Deleted))
+		m.skipped.WithLabelValues("stale").Add(float64(res.Stale))
+		m.skipped.WithLabelValues("duplicate").Add(float64(res.Duplicate))
+		p.Skipped["stale"] += res.Stale
+		p.Skipped["duplicate"] += res.Duplicate
+		if res.Committed {
+			m.commitDur.Observe(float64(res.CommitMs) / 1000)
+			m.tableVer.WithLabelValues(tr.Table).Set(float64(res.Version))
+		}
+		p.DurationMs["fold"] += res.FoldMs
+		p.DurationMs["write"] += res.WriteMs
+		p.DurationMs["commit"] += res.CommitMs
+		if res.BatchID > p.BatchID {
+			p.BatchID = res.BatchID
+		}
+		p.Tables[tr.Table] = tableProgJSON{Version: res.Version, BatchID: res.BatchID, Inserted: res.Inserted,
+			Updated: res.Updated, Deleted: res.Deleted, Stale: res.Stale, Duplicate: res.Duplicate}
+	}
+	if r.MaxSourceTsUs > 0 {
+		lat := now.Sub(time.UnixMicro(r.MaxSourceTsUs)).Seconds()
+		if lat >= 0 {
+			m.e2e.Observe(lat)
+		}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.last != nil {
+		if el := now.Sub(parseTS(m.last.Timestamp)).Seconds(); el > 0 {
+			p.InputRowsPerSecond = float64(r.Records) / el
+		}
+	}
+	if r.DurationMs > 0 {
+		p.ProcessedRowsPerSecond = float64(r.Records) / (float64(r.DurationMs) / 1000)
+	}
+	p.Totals = map[string]int64{}
+	if m.last != nil {
+		for k, v := range m.last.Totals {
+			p.Totals[k] = v
+		}
+	}
+	p.Totals["records"] += int64(r.Records)
+	p.Totals["batches"]++
+	for _, tr := range r.Tables {
+		p.Totals["inserted"] += int64(tr.Result.Inserted)
+		p.Totals["updated"] += int64(tr.Result.Updated)
+		p.Totals["deleted"] += int64(tr.Result.Deleted)
+		p.Totals["stale"] += int64(tr.Result.Stale)
+		p.Totals["duplicate"] += int64(tr.Result.Duplicate)
+	}
+	for _, n := range r.Quarantined {
+		p.Totals["quarantined"] += int64(n)
+	}
+	m.last = p
+	m.lastOK = now
+	m.lastErr = ""
+	m.failures = 0
+}
+
+func parseTS(s string) time.Time {
+	t, _ := time.Parse(time.RFC3339Nano, s)
+	return t
+}
+
+func (m *metrics) batchFailed(err error) {
+	m.batchErrors.Inc()
+	m.mu.Lock()
+	m.lastErr = redactText(err.Error())
+	m.failures++
+	m.mu.Unlock()
+}
+
+func (m *metrics) setReady(ok bool) {
+	m.mu.Lock()
+	m.ready = ok
+	m.mu.Unlock()
+}
+
+func (m *metrics) setLag(lag map[[2]string]int64) {
+	for k, v := range lag {
+		m.lag.WithLabelValues(k[0], k[1]).Set(float64(v))
+	}
+}
+
+// handler serves /healthz, /readyz, /metrics and /progress.
+func (m *metrics) handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		m.mu.Lock()
+		ready, failures, lastErr := m.ready, m.failures, m.lastErr
+		m.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		status := http.StatusOK
+		body := map[string]any{"ready": ready, "consecutiveFailures": failures}
+		if lastErr != "" {
+			body["lastError"] = lastErr
+		}
+		// Ready once consuming; a sink stuck retrying a failing batch is not
+		// ready (it is alive: healthz stays ok while it retries).
+		if !ready || failures >= 3 {
+			status = http.StatusServiceUnavailable
+		}
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(body)
+	})
+	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/progress", func(w http.ResponseWriter, _ *http.Request) {
+		m.mu.Lock()
+		p := m.last
+		m.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if p == nil {
+			p = &progressJSON{Sink: m.sink, BatchID: -1, DurationMs: map[string]int64{}, Tables: map[string]tableProgJSON{}}
+		}
+		_ = json.NewEncoder(w).Encode(p)
+	})
+	return mux
+}
+
+// serve starts the HTTP listener; the returned function stops it.
+func (m *metrics) serve(addr string) (string, func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, err
+	}
+	srv := &http.Server{Handler: m.handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	return ln.Addr().String(), func() { _ = srv.Close() }, nil
+}

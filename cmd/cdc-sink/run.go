@@ -1,0 +1,256 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/cdcsink/cdc-sink/envelope"
+	"github.com/cdcsink/cdc-sink/merge"
+	"github.com/cdcsink/cdc-sink/pipeline"
+	"github.com/cdcsink/cdc-sink/quarantine"
+	"github.com/cdcsink/cdc-sink/source"
+)
+
+func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := loadConfig(args, os.Getenv, stderr)
+	if err != nil {
+		return err
+	}
+	logger := newLogger(cfg.Log, stderr)
+	logger.Info("cdc-sink starting", "version", Version, "config", cfg.Redacted())
+	return runSink(ctx, cfg, logger, runHooks{stdout: stdout})
+}
+
+func newLogger(c LogConf, w io.Writer) *slog.Logger {
+	lvl := map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}[c.Level]
+	opts := &slog.HandlerOptions{Level: lvl, ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		// Errors and messages may quote DSNs or URLs: never log credentials.
+		if a.Value.Kind() == slog.KindString {
+			a.Value = slog.StringValue(redactText(a.Value.String()))
+		} else if a.Value.Kind() == slog.KindAny {
+			if e, ok := a.Value.Any().(error); ok {
+				a.Value = slog.StringValue(redactText(e.Error()))
+			}
+		}
+		return a
+	}}
+	if c.Format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// runHooks lets the demo and tests observe a running sink.
+type runHooks struct {
+	stdout io.Writer
+	// Bounded stops the sink once it has consumed up to the end offsets
+	// captured at start (the demo).
+	Bounded bool
+	// OnListen receives the HTTP address once listening.
+	OnListen func(addr string)
+	// Quarantine overrides the configured quarantine writer.
+	Quarantine quarantine.Writer
+	// Tables receives the table set once built.
+	Tables func(*tableSet)
+	// Quiet disables the terminal progress line.
+	Quiet bool
+}
+
+// runSink is the sidecar: consume, batch, apply, commit group offsets, serve
+// health and metrics, and stop cleanly on ctx cancellation (SIGTERM).
+func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) error {
+	m := newMetrics(cfg.Sink)
+	if cfg.HTTP.Listen != "" {
+		addr, stop, err := m.serve(cfg.HTTP.Listen)
+		if err != nil {
+			return fmt.Errorf("http.listen %s: %w", cfg.HTTP.Listen, err)
+		}
+		defer stop()
+		logger.Info("http listening", "addr", addr)
+		if h.OnListen != nil {
+			h.OnListen(addr)
+		}
+	}
+	qw := h.Quarantine
+	if qw == nil {
+		var err error
+		qw, err = openQuarantine(cfg, logger)
+		if err != nil {
+			return err
+		}
+	}
+	defer qw.Close()
+	reg, err := openRegistry(cfg.Reg)
+	if err != nil {
+		return err
+	}
+	tmpl := routeTemplate(cfg.Table.PathTemplate)
+	setup := &sinkSetup{
+		Sink: cfg.Sink,
+		Route: func(topic string) (string, bool) {
+			if d, ok := cfg.Table.Map[topic]; ok {
+				return d, true
+			}
+			if cfg.Table.PathTemplate == "" {
+				return "", false
+			}
+			return tmpl(topic)
+		},
+		KeyColumns: cfg.Table.KeyColumns,
+		Registry:   reg,
+		Quarantine: qw,
+		Truncate:   merge.TruncateMode(cfg.Merge.Truncate),
+		Logger:     logger,
+		Observer:   m,
+	}
+	p, ts, err := buildPipeline(setup)
+	if err != nil {
+		return err
+	}
+	if h.Tables != nil {
+		h.Tables(ts)
+	}
+	runner := &pipeline.Runner{P: p, Trigger: pipeline.Trigger{MaxRecords: cfg.Batch.MaxRecords,
+		MaxBytes: cfg.Batch.MaxBytes, MaxInterval: cfg.Batch.MaxInterval}, ShutdownGrace: cfg.Merge.ShutdownGrace}
+	handler := &seekHandler{ctxTables: ts, setup: setup, runner: runner, logger: logger, m: m}
+	group := cfg.Kafka.Group
+	if group == "" {
+		group = cfg.Sink
+	}
+	cons, err := source.NewConsumer(source.ConsumerConfig{
+		Brokers: cfg.Kafka.Brokers, GroupID: group, Topics: cfg.Kafka.Topics, TopicRegex: cfg.Kafka.TopicRegex,
+		ClientID: "cdc-sink-" + cfg.Sink, Extra: cfg.Kafka.Properties, Logger: logger, AutoOffsetReset: "earliest",
+	}, handler)
+	if err != nil {
+		return fmt.Errorf("kafka consumer: %w", err)
+	}
+	defer cons.Close()
+	if h.Bounded {
+		topics := cfg.Kafka.Topics
+		end, err := cons.EndOffsets(ctx, topics)
+		if err != nil {
+			return fmt.Errorf("end offsets: %w", err)
+		}
+		cons.StopAt(end)
+	}
+	runner.Src = cons
+	prog := newProgress(h.stdout, !h.Quiet)
+	runner.OnError = m.batchFailed
+	runner.AfterBatch = func(ctx context.Context, recs []*source.Record, rep *pipeline.Report) error {
+		// Group offsets are for lag tools only: the table holds the progress.
+		offs := map[source.TopicPartition]int64{}
+		for _, r := range recs {
+			tp := source.TopicPartition{Topic: r.Topic, Partition: r.Partition}
+			if r.Offset+1 > offs[tp] {
+				offs[tp] = r.Offset + 1
+			}
+		}
+		if err := cons.Commit(ctx, offs); err != nil {
+			logger.Warn("commit group offsets failed (lag metrics only)", "err", err)
+		}
+		lag := map[[2]string]int64{}
+		for tp, l := range cons.Lag() {
+			lag[[2]string{tp.Topic, strconv.Itoa(int(tp.Partition))}] = l
+		}
+		m.setLag(lag)
+		prog.batch(rep)
+		logger.Debug("batch applied", "records", rep.Records, "ms", rep.DurationMs)
+		return nil
+	}
+	m.setReady(true)
+	err = runner.Run(ctx)
+	prog.finish()
+	m.setReady(false)
+	if err != nil {
+		return err
+	}
+	logger.Info("cdc-sink stopped", "summary", prog.summary())
+	return nil
+}
+
+// seekHandler seeks every newly assigned partition to the offset recorded in
+// its table, and drops buffered records of revoked partitions.
+type seekHandler struct {
+	ctxTables *tableSet
+	setup     *sinkSetup
+	runner    *pipeline.Runner
+	logger    *slog.Logger
+	m         *metrics
+}
+
+func (s *seekHandler) OnAssign(ctx context.Context, parts []source.TopicPartition) (map[source.TopicPartition]int64, error) {
+	out := map[source.TopicPartition]int64{}
+	for _, tp := range parts {
+		dir, ok := s.setup.Route(tp.Topic)
+		if !ok {
+			continue // control topics: group offset
+		}
+		t, err := s.ctxTables.open(ctx, dir)
+		if err != nil {
+			return nil, fmt.Errorf("open table for %s: %w", tp, err)
+		}
+		// Another instance may have committed since we last looked.
+		if err := t.Refresh(ctx); err != nil {
+			return nil, fmt.Errorf("refresh table %s: %w", dir, err)
+		}
+		if o, ok := t.NextOffset(tp.Topic, tp.Partition); ok {
+			out[tp] = o
+		} else {
+			out[tp] = 0 // nothing applied yet: from the beginning
+		}
+		s.logger.Info("partition assigned", "topic", tp.Topic, "partition", tp.Partition, "seek", out[tp], "table", dir)
+	}
+	s.m.setReady(true)
+	return out, nil
+}
+
+func (s *seekHandler) OnRevoke(_ context.Context, parts []source.TopicPartition) error {
+	s.runner.Revoke(parts)
+	for _, tp := range parts {
+		s.logger.Info("partition revoked", "topic", tp.Topic, "partition", tp.Partition)
+	}
+	return nil
+}
+
+func openQuarantine(cfg *Config, logger *slog.Logger) (quarantine.Writer, error) {
+	if cfg.Quar.File != "" {
+		return quarantine.NewFileWriter(cfg.Quar.File)
+	}
+	return quarantine.NewKafkaWriter(quarantine.KafkaConfig{Brokers: cfg.Kafka.Brokers, Topic: cfg.Quar.Topic,
+		Sink: cfg.Sink, Extra: cfg.Kafka.Properties, Logger: logger})
+}
+
+func openRegistry(c RegConf) (envelope.Registry, error) {
+	if c.URL == "" {
+		return nil, nil
+	}
+	var opts []envelope.SROption
+	if c.Username != "" {
+		opts = append(opts, envelope.WithBasicAuth(c.Username, c.Password))
+	}
+	if c.CAFile != "" || c.Insecure {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: c.Insecure} //nolint:gosec // operator's explicit choice
+		if c.CAFile != "" {
+			pem, err := os.ReadFile(c.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("registry.ca_file: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, errors.New("registry.ca_file: no certificates found")
+			}
+			tc.RootCAs = pool
+		}
+		opts = append(opts, envelope.WithTLSConfig(tc))
+	}
+	opts = append(opts, envelope.WithTimeout(10*time.Second))
+	return envelope.NewSRClientRegistry(c.URL, opts...), nil
+}
