@@ -157,7 +157,7 @@ func TestModelRandomDeliveries(t *testing.T) {
 func tableState(t *testing.T, dir string) map[int64]modelRow {
 	t.Helper()
 	ctx := context.Background()
-	tb, err := Open(ctx, dir, Options{Sink: "model"})
+	tb, err := Open(ctx, dir, Options{Sink: "model", AllowForeignSink: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -49,6 +49,10 @@ type Options struct {
 	MaxCommitAttempts int
 	Logger            *slog.Logger
 	Now               func() time.Time
+	// Fault, when set, is called at each step of a commit ("data-written",
+	// "dv-written", "before-commit", "after-commit"); an error aborts Apply
+	// there, as a crash would. For crash-safety tests.
+	Fault func(point string) error
 }
 
 // ErrForeignSink is returned when the table belongs to another sink name.
@@ -482,6 +486,9 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 	if err != nil {
 		return nil, err
 	}
+	if err := t.fault("dv-written"); err != nil {
+		return nil, err
+	}
 	res.WriteMs = time.Since(writeStart).Milliseconds()
 	commitStart := time.Now()
 	trackerJSON, err := json.Marshal(b.Tracker)
@@ -513,9 +520,15 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 		"inserted": res.Inserted, "updated": res.Updated, "deleted": res.Deleted,
 		"stale": res.Stale, "duplicate": res.Duplicate, "rejected": res.Rejected,
 	}
+	if err := t.fault("before-commit"); err != nil {
+		return nil, err
+	}
 	v, logBytes, err := t.ops.commit(ctx, t.st.version, plan, "MERGE", params)
 	if err != nil {
 		return nil, fmt.Errorf("commit batch %d to %s: %w", batchID, t.dir, err)
+	}
+	if err := t.fault("after-commit"); err != nil {
+		return nil, err
 	}
 	res.BytesWritten += logBytes
 	res.CommitMs = time.Since(commitStart).Milliseconds()
@@ -527,6 +540,13 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 }
 
 func ptr[T any](v T) *T { return &v }
+
+func (t *Table) fault(point string) error {
+	if t.opts.Fault == nil {
+		return nil
+	}
+	return t.opts.Fault(point)
+}
 
 func firstSchemaChange(cs []*normalize.Change) *normalize.Change {
 	for _, c := range cs {

@@ -89,6 +89,9 @@ func (t *Table) write(ctx context.Context, finals []*Final, batchID int64, res *
 		return nil, fmt.Errorf("write data file: %w", err)
 	}
 	res.BytesWritten += n
+	if err := t.fault("data-written"); err != nil {
+		return nil, err
+	}
 	nf.add = add
 	p.adds = append(p.adds, add)
 	p.newFiles = append(p.newFiles, nf)
