@@ -93,10 +93,10 @@ type TableReport struct {
 
 // Report summarises one Process call.
 type Report struct {
-	Records       int            // records handed in
-	Bytes         int64          // key+value bytes handed in
-	AlreadyDone   int            // skipped: offsets the table already covers
-	Ignored       int            // heartbeats, tx metadata, messages, unrouted control records
+	Records       int   // records handed in
+	Bytes         int64 // key+value bytes handed in
+	AlreadyDone   int   // skipped: offsets the table already covers
+	Ignored       int   // heartbeats, tx metadata, messages, unrouted control records
 	Quarantined   map[quarantine.Reason]int
 	Tables        []TableReport
 	DecodeMs      int64
