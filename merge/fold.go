@@ -206,6 +206,10 @@ func opLetter(c *normalize.Change) byte {
 // sameContent reports whether two changes with equal versions carry the same
 // row change (op and every column value).
 func sameContent(a, b *normalize.Change) bool {
+	if a.Op == normalize.OpDelete && b.Op == normalize.OpDelete && (a.Tombstone || b.Tombstone) {
+		// A Kafka tombstone repeats the delete it follows without content.
+		return true
+	}
 	if a.Op != b.Op || len(a.Row) != len(b.Row) {
 		return false
 	}

@@ -185,3 +185,12 @@ func TestAppendKeyInjective(t *testing.T) {
 		t.Error("integer width must not change the key")
 	}
 }
+
+func TestFoldTombstoneAfterDeleteIsDuplicate(t *testing.T) {
+	d := ch(9, 'd', "", "", v(5))
+	tomb := &normalize.Change{Op: normalize.OpDelete, Tombstone: true, KeyNames: []string{"pedido_id"}, Key: []any{int64(9)}, Version: v(5)}
+	f := Fold([]*normalize.Change{d, tomb}, noneStored)
+	if len(f.Conflicts) != 0 || f.Duplicate != 1 || !f.Finals[0].Deleted {
+		t.Fatalf("conflicts=%v dup=%d finals=%+v", f.Conflicts, f.Duplicate, f.Finals)
+	}
+}

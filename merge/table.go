@@ -602,3 +602,64 @@ func (t *Table) Refresh(ctx context.Context) error {
 	}
 	return t.reload(ctx)
 }
+
+// Row is one stored row: column name → value in the normalize value model.
+type Row map[string]any
+
+// Rows returns the current rows of the table (tombstones included, see
+// _cdc_deleted), ordered by key. Meant for small tables (demo, tests): it
+// reads one row at a time through the key index.
+func (t *Table) Rows(ctx context.Context) ([]Row, error) {
+	if t.st == nil {
+		return nil, nil
+	}
+	keys := make([]string, 0, len(t.st.index))
+	for k := range t.st.index {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	byFile := map[int32][]int{}
+	for i, k := range keys {
+		l := t.st.index[k]
+		byFile[l.file] = append(byFile[l.file], i)
+	}
+	out := make([]Row, len(keys))
+	for file, idx := range byFile {
+		rows := make([]int64, len(idx))
+		for j, i := range idx {
+			rows[j] = int64(t.st.index[keys[i]].row)
+		}
+		vals, err := t.ops.readRows(ctx, t.st, file, rows)
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range idx {
+			r := Row{}
+			for c, f := range t.st.schema.Fields {
+				r[f.Name] = vals[j][c]
+			}
+			out[i] = r
+		}
+	}
+	return out, nil
+}
+
+// Columns returns the table's column names in schema order.
+func (t *Table) Columns() []string {
+	if t.st == nil {
+		return nil
+	}
+	out := make([]string, len(t.st.schema.Fields))
+	for i, f := range t.st.schema.Fields {
+		out[i] = f.Name
+	}
+	return out
+}
+
+// KeyColumns returns the table's key columns.
+func (t *Table) KeyColumns() []string {
+	if t.st == nil {
+		return nil
+	}
+	return append([]string(nil), t.st.keyCols...)
+}

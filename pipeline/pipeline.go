@@ -235,7 +235,7 @@ func (p *Pipeline) prepare(ctx context.Context, w *tableWork, rep *Report) error
 				// An untyped error is a bug in a decoder; keep the record anyway.
 				reason = quarantine.MalformedEvent
 			}
-			w.bad = append(w.bad, p.entry(r, reason, err.Error(), 0))
+			w.bad = append(w.bad, p.entry(r, reason, message(err), 0))
 			continue
 		}
 		if c == nil {
@@ -325,4 +325,17 @@ func (p *Pipeline) writeQuarantine(ctx context.Context, entries []quarantine.Ent
 
 func (p *Pipeline) entry(r *source.Record, reason quarantine.Reason, msg string, batch int64) quarantine.Entry {
 	return quarantine.Entry{Record: r, Reason: reason, Message: msg, Sink: p.cfg.Sink, BatchID: batch, Time: p.cfg.Now().UTC()}
+}
+
+// message is the error text without the reason class prefix (the class
+// travels separately in the quarantine record).
+func message(err error) string {
+	var qe *quarantine.Error
+	if errors.As(err, &qe) {
+		if qe.Err != nil {
+			return qe.Msg + ": " + qe.Err.Error()
+		}
+		return qe.Msg
+	}
+	return err.Error()
 }

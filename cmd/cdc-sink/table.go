@@ -435,7 +435,16 @@ func tableVacuum(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	res, err := delta.Vacuum(ctx, t.Delta, delta.VacuumOptions{Retention: *retention, Execute: !*dry})
+	// delta.Vacuum keeps every file of a tombstone younger than the table's
+	// delta.deletedFileRetentionDuration whatever Retention says; to honour a
+	// shorter --retention exactly, shift its clock so that both cutoffs
+	// (tombstone age and file age) fall at now - retention.
+	opts := delta.VacuumOptions{Retention: *retention, Execute: !*dry}
+	if tr := t.Snap.DeletedFileRetention(); *retention < tr {
+		opts.Retention = tr
+		opts.Now = time.Now().Add(tr - *retention)
+	}
+	res, err := delta.Vacuum(ctx, t.Delta, opts)
 	if err != nil {
 		return err
 	}
