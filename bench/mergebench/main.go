@@ -1,0 +1,202 @@
+// Command mergebench measures cdc-sink's MERGE cost against table size:
+// it builds a table of N rows, then applies batches of random-key changes
+// (80% update, 10% insert, 10% delete) and reports median and p99 commit
+// time, bytes written per batch and peak RSS.
+//
+//	go run ./bench/mergebench -rows 1000000 -batches 20 -batch 10000
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/shopspring/decimal"
+
+	"github.com/cdcsink/cdc-sink/merge"
+	"github.com/cdcsink/cdc-sink/normalize"
+	"github.com/cdcsink/cdc-sink/versioning"
+)
+
+var schema = &normalize.Schema{Columns: []normalize.ColumnDef{
+	{Name: "id", Type: normalize.Type{Kind: normalize.Long}},
+	{Name: "customer_id", Type: normalize.Type{Kind: normalize.Integer}, Nullable: true},
+	{Name: "status", Type: normalize.Type{Kind: normalize.String}, Nullable: true},
+	{Name: "amount", Type: normalize.Type{Kind: normalize.Decimal, Precision: 12, Scale: 2}, Nullable: true},
+	{Name: "updated_at", Type: normalize.Type{Kind: normalize.Timestamp}, Nullable: true},
+	{Name: "note", Type: normalize.Type{Kind: normalize.String}, Nullable: true},
+}}
+
+var statuses = []string{"CRIADO", "PAGO", "ENVIADO", "ENTREGUE", "CANCELADO"}
+
+type gen struct {
+	rng  *rand.Rand
+	lsn  uint64
+	next int64 // next new key
+}
+
+func (g *gen) change(id int64, op byte) *normalize.Change {
+	g.lsn += 8
+	c := &normalize.Change{Table: normalize.TableID{Server: "bench", Schema: "public", Table: "orders"},
+		SourceOp: op, KeyNames: []string{"id"}, Key: []any{id}, Schema: schema,
+		Version:        versioning.Version{Phase: versioning.PhaseStream, Commit: g.lsn - g.lsn%64, LSN: g.lsn},
+		SourceTsMicros: time.Now().UnixMicro()}
+	if op == 'd' {
+		c.Op = normalize.OpDelete
+		return c
+	}
+	c.Op = normalize.OpUpsert
+	c.Row = []any{id, int32(g.rng.Intn(100000)), statuses[g.rng.Intn(len(statuses))],
+		decimal.New(g.rng.Int63n(10_000_000), -2), time.Now().UnixMicro(), "note " + strconv.Itoa(g.rng.Intn(1000))}
+	return c
+}
+
+type result struct {
+	Rows          int64   `json:"rows"`
+	BatchChanges  int     `json:"batch_changes"`
+	Batches       int     `json:"batches"`
+	BuildSeconds  float64 `json:"build_seconds"`
+	OpenSeconds   float64 `json:"open_seconds"`
+	MedianMs      float64 `json:"median_ms"`
+	P99Ms         float64 `json:"p99_ms"`
+	MaxMs         float64 `json:"max_ms"`
+	MedianBytes   int64   `json:"median_bytes_written"`
+	MaxBytes      int64   `json:"max_bytes_written"`
+	PeakRSSMiB    float64 `json:"peak_rss_mib"`
+	ChangesPerSec float64 `json:"changes_per_sec"`
+	TableVersion  int64   `json:"table_version"`
+}
+
+func main() {
+	rows := flag.Int64("rows", 1_000_000, "table size to build")
+	batch := flag.Int("batch", 10000, "changes per measured batch")
+	batches := flag.Int("batches", 20, "measured batches")
+	buildBatch := flag.Int("build-batch", 1_000_000, "rows per batch while building")
+	dir := flag.String("dir", "", "table directory (default: a temp dir, removed after)")
+	keep := flag.Bool("keep", false, "keep the table")
+	flag.Parse()
+	ctx := context.Background()
+	d := *dir
+	if d == "" {
+		var err error
+		if d, err = os.MkdirTemp("", "mergebench"); err != nil {
+			fail(err)
+		}
+	}
+	if !*keep {
+		defer os.RemoveAll(d)
+	}
+	table := filepath.Join(d, "orders")
+	g := &gen{rng: rand.New(rand.NewSource(1))}
+	res := result{Rows: *rows, BatchChanges: *batch, Batches: *batches}
+	off := int64(0)
+	apply := func(t *merge.Table, cs []*normalize.Change) *merge.Result {
+		off += int64(len(cs))
+		r, err := t.Apply(ctx, &merge.Batch{Changes: cs, Offsets: map[merge.TP]int64{{Topic: "bench", Partition: 0}: off}},
+			func(context.Context, int64, []merge.Reject) error { return nil })
+		if err != nil {
+			fail(err)
+		}
+		return r
+	}
+	t0 := time.Now()
+	t, err := merge.Open(ctx, table, merge.Options{Sink: "bench"})
+	if err != nil {
+		fail(err)
+	}
+	for g.next < *rows {
+		n := min(int64(*buildBatch), *rows-g.next)
+		cs := make([]*normalize.Change, n)
+		for i := range cs {
+			cs[i] = g.change(g.next, 'c')
+			g.next++
+		}
+		apply(t, cs)
+		fmt.Fprintf(os.Stderr, "built %d rows (%.0fs)\n", g.next, time.Since(t0).Seconds())
+	}
+	res.BuildSeconds = time.Since(t0).Seconds()
+	t = nil
+	runtime.GC()
+	t0 = time.Now()
+	if t, err = merge.Open(ctx, table, merge.Options{Sink: "bench"}); err != nil {
+		fail(err)
+	}
+	res.OpenSeconds = time.Since(t0).Seconds()
+	var durs []float64
+	var bytes []int64
+	total := time.Duration(0)
+	live := g.next
+	for b := 0; b < *batches; b++ {
+		cs := make([]*normalize.Change, 0, *batch)
+		used := map[int64]bool{}
+		for len(cs) < *batch {
+			p := g.rng.Float64()
+			switch {
+			case p < 0.10:
+				cs = append(cs, g.change(g.next, 'c'))
+				g.next++
+			default:
+				id := g.rng.Int63n(live)
+				if used[id] {
+					continue
+				}
+				used[id] = true
+				if p < 0.20 {
+					cs = append(cs, g.change(id, 'd'))
+				} else {
+					cs = append(cs, g.change(id, 'u'))
+				}
+			}
+		}
+		s := time.Now()
+		r := apply(t, cs)
+		el := time.Since(s)
+		total += el
+		durs = append(durs, float64(el.Microseconds())/1000)
+		bytes = append(bytes, r.BytesWritten)
+		fmt.Fprintf(os.Stderr, "batch %d: %v, %d bytes, ins=%d upd=%d del=%d (fold %dms write %dms commit %dms)\n",
+			b, el.Round(time.Millisecond), r.BytesWritten, r.Inserted, r.Updated, r.Deleted, r.FoldMs, r.WriteMs, r.CommitMs)
+	}
+	sort.Float64s(durs)
+	sort.Slice(bytes, func(i, j int) bool { return bytes[i] < bytes[j] })
+	res.MedianMs = durs[len(durs)/2]
+	res.P99Ms = durs[min(len(durs)-1, int(float64(len(durs))*0.99))]
+	res.MaxMs = durs[len(durs)-1]
+	res.MedianBytes = bytes[len(bytes)/2]
+	res.MaxBytes = bytes[len(bytes)-1]
+	res.PeakRSSMiB = peakRSS()
+	res.ChangesPerSec = float64(*batch**batches) / total.Seconds()
+	res.TableVersion = t.Version()
+	out, _ := json.MarshalIndent(res, "", "  ")
+	fmt.Println(string(out))
+}
+
+// peakRSS reads VmHWM from /proc/self/status (Linux).
+func peakRSS() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			f := strings.Fields(line)
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "mergebench:", err)
+	os.Exit(1)
+}
