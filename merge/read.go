@@ -32,37 +32,38 @@ func (o *deltaOps) readColumns(ctx context.Context, path string, names []string)
 	if err != nil {
 		return nil, 0, fmt.Errorf("read parquet %s: %w", path, err)
 	}
-	sc, err := fr.Schema()
-	if err != nil {
-		return nil, 0, err
-	}
-	var idx []int
-	pos := make([]int, len(names))
+	// Read only the leaf columns of the wanted top-level fields.
+	want := map[string]int{}
 	for i, n := range names {
-		pos[i] = -1
-		fi := sc.FieldIndices(n)
-		if len(fi) == 0 {
-			continue
+		want[n] = i
+	}
+	md := pf.MetaData().Schema
+	var leaves []int
+	for i := 0; i < md.NumColumns(); i++ {
+		if _, ok := want[md.Column(i).ColumnPath()[0]]; ok {
+			leaves = append(leaves, i)
 		}
-		pos[i] = len(idx)
-		idx = append(idx, fi[0])
 	}
 	rows := pf.NumRows()
 	out := make([]arrow.Array, len(names))
-	if len(idx) == 0 {
+	if len(leaves) == 0 {
 		return out, rows, nil
 	}
-	tbl, err := fr.ReadTable(ctx)
+	rgs := make([]int, pf.NumRowGroups())
+	for i := range rgs {
+		rgs[i] = i
+	}
+	tbl, err := fr.ReadRowGroups(ctx, leaves, rgs)
 	if err != nil {
 		return nil, 0, fmt.Errorf("read parquet %s: %w", path, err)
 	}
 	defer tbl.Release()
-	for i, p := range pos {
-		if p < 0 {
+	for c := 0; c < int(tbl.NumCols()); c++ {
+		i, ok := want[tbl.Schema().Field(c).Name]
+		if !ok {
 			continue
 		}
-		col := tbl.Column(idx[p])
-		chunks := col.Data().Chunks()
+		chunks := tbl.Column(c).Data().Chunks()
 		var arr arrow.Array
 		if len(chunks) == 1 {
 			arr = chunks[0]

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -83,6 +84,7 @@ func main() {
 	buildBatch := flag.Int("build-batch", 1_000_000, "rows per batch while building")
 	dir := flag.String("dir", "", "table directory (default: a temp dir, removed after)")
 	keep := flag.Bool("keep", false, "keep the table")
+	cpuprof := flag.String("cpuprofile", "", "write a CPU profile of the measured batches")
 	flag.Parse()
 	ctx := context.Background()
 	d := *dir
@@ -131,6 +133,16 @@ func main() {
 		fail(err)
 	}
 	res.OpenSeconds = time.Since(t0).Seconds()
+	if *cpuprof != "" {
+		f, err := os.Create(*cpuprof)
+		if err != nil {
+			fail(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fail(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	var durs []float64
 	var bytes []int64
 	total := time.Duration(0)
@@ -176,6 +188,7 @@ func main() {
 	res.PeakRSSMiB = peakRSS()
 	res.ChangesPerSec = float64(*batch**batches) / total.Seconds()
 	res.TableVersion = t.Version()
+	pprof.StopCPUProfile()
 	out, _ := json.MarshalIndent(res, "", "  ")
 	fmt.Println(string(out))
 }
