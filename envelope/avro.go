@@ -51,7 +51,7 @@ var avroPrimitive = map[string]akind{
 // aNode is one Avro type at one place in the schema.
 type aNode struct {
 	kind    akind
-	s       *Schema // Connect schema (nil for null and unions)
+	s       *Schema // Connect schema (nil for null; a union's is the optional variant of its branch)
 	gname   string  // the name goavro uses for this type as a union branch
 	rec     *avroRec
 	items   *aNode // array
@@ -120,6 +120,7 @@ func (p *avroParser) parse(v any, ns string, depth int) (*aNode, error) {
 		if nonNull != 1 || len(u.branch) > 2 {
 			return nil, avroErrf("only unions of null and one type are supported (Connect optional fields), got %d branches", len(u.branch))
 		}
+		u.s = fieldSchema(u) // computed once here: decoding only reads it
 		return u, nil
 	case map[string]any:
 		return p.parseMap(t, ns, depth)
@@ -366,7 +367,7 @@ func (p *avroParser) parseMap(m map[string]any, ns string, depth int) (*aNode, e
 // fieldSchema is the Connect schema of a value of n: unions with null are
 // the optional variant of their other branch.
 func fieldSchema(n *aNode) *Schema {
-	if n.kind != aUnion {
+	if n.kind != aUnion || n.s != nil {
 		return n.s
 	}
 	b := n.branch[n.nonNull]
@@ -434,7 +435,7 @@ func compileAvro(id int, schemaJSON, prefix string) (*avroCompiled, error) {
 		return nil, err
 	}
 	c := &avroCompiled{id: id, root: root, codec: codec}
-	if root.kind == aRecord {
+	if root.kind == aRecord || (root.kind == aUnion && root.branch[root.nonNull].kind == aRecord) {
 		if n, err := newNode(root.s, 0); err == nil {
 			c.flat = newFlatPlan(n, prefix)
 		}
@@ -590,38 +591,41 @@ func badNative(n *aNode, v any) error {
 	return fmt.Errorf("unexpected goavro value %T for %s", v, n.gname)
 }
 
-func (c *avroCompiled) convert(n *aNode, v any) (any, error) {
+// convert turns goavro's native value into the Row representation. Values
+// goavro already boxed in the right Go type (bool, int64, float64, string)
+// are passed on as they are.
+func (c *avroCompiled) convert(bx *boxes, n *aNode, v any) (any, error) {
 	if v == nil {
 		return nil, nil
 	}
 	switch n.kind {
 	case aBool:
-		if b, ok := v.(bool); ok {
-			return b, nil
+		if _, ok := v.(bool); ok {
+			return v, nil
 		}
 	case aInt:
 		if i, ok := v.(int32); ok {
-			return int64(i), nil
+			return bx.int64(int64(i)), nil
 		}
 	case aLong:
-		if i, ok := v.(int64); ok {
-			return i, nil
+		if _, ok := v.(int64); ok {
+			return v, nil
 		}
 	case aFloat:
 		if f, ok := v.(float32); ok {
-			return float64(f), nil
+			return bx.float64(float64(f)), nil
 		}
 	case aDouble:
-		if f, ok := v.(float64); ok {
-			return f, nil
+		if _, ok := v.(float64); ok {
+			return v, nil
 		}
 	case aBytes, aFixed:
 		if b, ok := v.([]byte); ok {
-			return bytes.Clone(b), nil
+			return bx.bytes(bytes.Clone(b)), nil
 		}
 	case aString, aEnum:
-		if s, ok := v.(string); ok {
-			return s, nil
+		if _, ok := v.(string); ok {
+			return v, nil
 		}
 	case aUnion:
 		m, ok := v.(map[string]any)
@@ -629,11 +633,11 @@ func (c *avroCompiled) convert(n *aNode, v any) (any, error) {
 			break
 		}
 		for _, x := range m {
-			y, err := c.convert(n.branch[n.nonNull], x)
+			y, err := c.convert(bx, n.branch[n.nonNull], x)
 			if row, ok := y.(*Row); ok {
 				// a record reached through an optional union carries the
 				// optional variant of its schema, as in JsonConverter output
-				row.Schema = fieldSchema(n)
+				row.Schema = n.s
 			}
 			return y, err
 		}
@@ -644,7 +648,7 @@ func (c *avroCompiled) convert(n *aNode, v any) (any, error) {
 		}
 		out := make([]any, len(l))
 		for i, x := range l {
-			y, err := c.convert(n.items, x)
+			y, err := c.convert(bx, n.items, x)
 			if err != nil {
 				return nil, err
 			}
@@ -658,7 +662,7 @@ func (c *avroCompiled) convert(n *aNode, v any) (any, error) {
 		}
 		out := make(map[string]any, len(m))
 		for k, x := range m {
-			y, err := c.convert(n.values, x)
+			y, err := c.convert(bx, n.values, x)
 			if err != nil {
 				return nil, err
 			}
@@ -670,15 +674,16 @@ func (c *avroCompiled) convert(n *aNode, v any) (any, error) {
 		if !ok {
 			break
 		}
-		return c.record(n, n.s, m)
+		return c.record(bx, n, n.s, m)
 	}
 	return nil, badNative(n, v)
 }
 
-func (c *avroCompiled) record(n *aNode, s *Schema, m map[string]any) (*Row, error) {
-	r := &Row{Schema: s, Names: n.rec.names, Values: make([]any, len(n.rec.fields))}
+func (c *avroCompiled) record(bx *boxes, n *aNode, s *Schema, m map[string]any) (*Row, error) {
+	r := bx.row()
+	r.Schema, r.Names, r.Values = s, n.rec.names, bx.values(len(n.rec.fields))
 	for i, f := range n.rec.fields {
-		x, err := c.convert(f, m[n.rec.names[i]])
+		x, err := c.convert(bx, f, m[n.rec.names[i]])
 		if err != nil {
 			return nil, err
 		}
@@ -806,7 +811,8 @@ func (d *Decoder) decodeAvro(ctx context.Context, which string, b []byte) (side,
 	if gerr != nil {
 		return side{}, quarantine.Wrap(quarantine.MalformedAvro, gerr, "%s: schema id %d", which, id)
 	}
-	v, cerr := c.convert(c.root, native)
+	var bx boxes
+	v, cerr := c.convert(&bx, c.root, native)
 	if cerr != nil {
 		return side{}, quarantine.Wrap(quarantine.MalformedAvro, cerr, "%s: schema id %d", which, id)
 	}

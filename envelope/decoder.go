@@ -48,6 +48,7 @@ type Decoder struct {
 	opts   Options
 	prefix string
 	jcache *jsonSchemaCache
+	hints  *hints
 	acache *avroCache
 	names  *interner
 }
@@ -67,8 +68,9 @@ func NewDecoder(opts Options) *Decoder {
 		opts:   opts,
 		prefix: opts.UnwrapPrefix,
 		jcache: newJSONSchemaCache(opts.MaxSchemaCache),
+		hints:  newHints(4 * opts.MaxSchemaCache),
 		acache: newAvroCache(opts.MaxSchemaCache, opts.Registry),
-		names:  &interner{m: map[string]string{}},
+		names:  &interner{},
 	}
 }
 
@@ -91,7 +93,7 @@ func (d *Decoder) Decode(ctx context.Context, rec *source.Record) (*Event, error
 		ev.OldKey = append([]byte(nil), v...)
 	}
 	if rec.Key != nil {
-		k, err := d.decodeSide(ctx, "key", rec.Key)
+		k, err := d.decodeSide(ctx, rec.Topic, "key", rec.Key)
 		if err != nil {
 			return nil, err
 		}
@@ -106,7 +108,7 @@ func (d *Decoder) Decode(ctx context.Context, rec *source.Record) (*Event, error
 		ev.Flattened = d.opts.Flattened == FlattenAlways
 		return ev, nil
 	}
-	v, err := d.decodeSide(ctx, "value", rec.Value)
+	v, err := d.decodeSide(ctx, rec.Topic, "value", rec.Value)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +130,7 @@ type side struct {
 	flat   *flatPlan // for a schema'd struct: its flattened-row plan
 }
 
-func (d *Decoder) decodeSide(ctx context.Context, which string, b []byte) (side, error) {
+func (d *Decoder) decodeSide(ctx context.Context, topic, which string, b []byte) (side, error) {
 	i := 0
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
@@ -140,7 +142,7 @@ func (d *Decoder) decodeSide(ctx context.Context, which string, b []byte) (side,
 		}
 		return d.decodeAvro(ctx, which, b)
 	case i < len(b) && b[i] == '{':
-		return d.decodeJSON(which, b)
+		return d.decodeJSON(topic, which, b)
 	case len(b) == 0:
 		return side{}, quarantine.Errorf(quarantine.MalformedJSON, "%s: empty", which)
 	case i < len(b) && (b[i] == '[' || b[i] == '"' || b[i] == 'n' || b[i] == 't' || b[i] == 'f' || b[i] == '-' || (b[i] >= '0' && b[i] <= '9')):
@@ -158,11 +160,31 @@ func jsonErr(which string, e *decodeErr) error {
 }
 
 // decodeJSON decodes a JSON object, schema'd ({"schema":…,"payload":…}) or not.
-func (d *Decoder) decodeJSON(which string, b []byte) (side, error) {
+func (d *Decoder) decodeJSON(topic, which string, b []byte) (side, error) {
 	s := scanner{buf: b, maxDepth: d.opts.MaxDepth, intern: d.names}
+	s.getStacks()
+	defer s.putStacks()
 	empty, e := s.objStart()
 	if e != nil {
 		return side{}, jsonErr(which, e)
+	}
+	if !empty && !d.firstKeySchema(&s) {
+		// Not JsonConverter's {"schema":…,"payload":…} order: decode the
+		// object schemaless in one pass; only if it turns out to have both
+		// keys after all, decode it again as schema'd.
+		s.pos, s.arena = 0, make([]byte, 0, len(b))
+		r, e := s.anyObject()
+		if e != nil {
+			return side{}, jsonErr(which, e)
+		}
+		if s.peek() != 0 {
+			return side{}, jsonErr(which, s.syntax("end of input"))
+		}
+		if !hasField(r, "schema") || !hasField(r, "payload") {
+			return side{row: r, format: FormatJSONPlain}, nil
+		}
+		s.pos, s.depth, s.arena = 0, 0, nil
+		s.objStart()
 	}
 	var (
 		entry      *jsonEntry
@@ -184,7 +206,9 @@ func (d *Decoder) decodeJSON(which string, b []byte) (side, error) {
 		case "schema":
 			c := s.peek()
 			if c == '{' {
-				if entry = d.jcache.lookupAt(b, s.pos); entry != nil {
+				isKey := which == "key"
+				hint := d.hints.get(topic, isKey)
+				if entry = d.jcache.lookupAt(b, s.pos, hint); entry != nil {
 					s.pos += len(entry.raw)
 				} else {
 					st := s.pos
@@ -195,6 +219,9 @@ func (d *Decoder) decodeJSON(which string, b []byte) (side, error) {
 					if entry = d.jcache.lookupExact(raw); entry == nil {
 						entry = d.jcache.add(raw, d.prefix)
 					}
+				}
+				if entry != hint {
+					d.hints.set(topic, isKey, entry)
 				}
 				haveSchema = true
 				schemaLen = len(entry.raw)
@@ -237,7 +264,7 @@ func (d *Decoder) decodeJSON(which string, b []byte) (side, error) {
 	}
 	if !(haveSchema && havePay) {
 		// schemaless: the whole object is the payload
-		s = scanner{buf: b, maxDepth: d.opts.MaxDepth, intern: d.names, arena: make([]byte, 0, len(b))}
+		s.pos, s.arena = 0, make([]byte, 0, len(b))
 		r, e := s.anyObject()
 		if e != nil {
 			return side{}, jsonErr(which, e)
@@ -270,6 +297,16 @@ func (d *Decoder) decodeJSON(which string, b []byte) (side, error) {
 		}
 	}
 	return out, nil
+}
+
+// firstKeySchema reports whether the first member name is "schema" (the
+// scanner is left unchanged).
+func (d *Decoder) firstKeySchema(s *scanner) bool {
+	p := s.pos
+	s.ws()
+	ok := s.literal(`"schema"`)
+	s.pos = p
+	return ok
 }
 
 func typeName(v any) string {
@@ -581,6 +618,12 @@ func (d *Decoder) interpretFlat(ev *Event, r *Row, plan *flatPlan) error {
 			}
 		}
 	} else {
+		var schema *Schema
+		if r.Schema != nil {
+			c := *r.Schema
+			c.Fields = nil
+			schema = &c
+		}
 		for i, n := range r.Names {
 			if m, ok := isMetaName(n, d.prefix); ok {
 				if err := d.setMeta(ev, m, n, r.Values[i]); err != nil {
@@ -590,6 +633,12 @@ func (d *Decoder) interpretFlat(ev *Event, r *Row, plan *flatPlan) error {
 			}
 			after.Names = append(after.Names, n)
 			after.Values = append(after.Values, r.Values[i])
+			if schema != nil && i < len(r.Schema.Fields) {
+				schema.Fields = append(schema.Fields, r.Schema.Fields[i])
+			}
+		}
+		if schema != nil {
+			after.Schema = schema
 		}
 	}
 	ev.After = after

@@ -54,8 +54,12 @@ type Number string
 //
 // Values: nil, bool, int64 (all Connect integer types), float64 (float32 and
 // float64), string, []byte (bytes; base64 already decoded when the schema
-// says bytes), Number (schemaless numbers), []any, map[string]any (Connect
-// map), *Row (nested struct).
+// says bytes), Number (schemaless numbers; also a Decimal written with
+// decimal.format=NUMERIC), []any, map[string]any (Connect map), *Row (nested
+// struct). envelope/README.md has the full table.
+//
+// Rows decoded with the same schema share Schema and Names: treat both as
+// read-only. Values never alias the Kafka record's bytes.
 type Row struct {
 	Schema *Schema
 	Names  []string

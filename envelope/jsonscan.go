@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"math"
 	"strconv"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
@@ -53,10 +54,35 @@ type scanner struct {
 	depth    int
 	maxDepth int
 	intern   *interner // schemaless field names
+	bx       boxes     // chunks the decoded values live in
+	vstack   []any     // pending array elements / object values
+	nstack   []string  // pending schemaless object names
 }
 
 func (s *scanner) fail(reason quarantine.Reason, format string) *decodeErr {
 	return &decodeErr{reason: reason, off: s.pos, msg: format}
+}
+
+// mismatch reports a value of the wrong JSON kind for the declared type.
+func (s *scanner) mismatch(want string) *decodeErr {
+	got := "end of input"
+	if s.pos < len(s.buf) {
+		switch c := s.buf[s.pos]; {
+		case c == '"':
+			got = "string"
+		case c == '{':
+			got = "object"
+		case c == '[':
+			got = "array"
+		case c == 't' || c == 'f':
+			got = "boolean"
+		case c == '-' || ('0' <= c && c <= '9'):
+			got = "number"
+		default:
+			return s.syntax("value")
+		}
+	}
+	return &decodeErr{reason: quarantine.TypeMismatch, off: s.pos, msg: "expected " + want + ", got " + got}
 }
 
 func (s *scanner) syntax(what string) *decodeErr {
@@ -80,6 +106,9 @@ func (s *scanner) ws() {
 
 // peek returns the next non-space byte (0 at end of input).
 func (s *scanner) peek() byte {
+	if s.pos < len(s.buf) && s.buf[s.pos] > ' ' {
+		return s.buf[s.pos]
+	}
 	s.ws()
 	if s.pos < len(s.buf) {
 		return s.buf[s.pos]
@@ -109,6 +138,29 @@ func (s *scanner) push() *decodeErr {
 		return s.fail(quarantine.MalformedJSON, "nesting deeper than "+strconv.Itoa(s.maxDepth))
 	}
 	return nil
+}
+
+// stacks are the scratch stacks of a scanner, pooled between records (they
+// are cleared before they go back).
+type stacks struct {
+	v []any
+	n []string
+}
+
+var stackPool = sync.Pool{New: func() any { return &stacks{v: make([]any, 0, 64), n: make([]string, 0, 64)} }}
+
+func (s *scanner) getStacks() {
+	st := stackPool.Get().(*stacks)
+	s.vstack, s.nstack = st.v[:0], st.n[:0]
+}
+
+func (s *scanner) putStacks() {
+	if cap(s.vstack) == 0 || cap(s.vstack) > 1<<16 {
+		return
+	}
+	// every push is popped and cleared where it is consumed
+	stackPool.Put(&stacks{v: s.vstack[:0], n: s.nstack[:0]})
+	s.vstack, s.nstack = nil, nil
 }
 
 // ---- objects ----
@@ -439,7 +491,7 @@ func (s *scanner) floatVal(bits int) (float64, *decodeErr) {
 		case s.literal(`"-Infinity"`):
 			return math.Inf(-1), nil
 		}
-		return 0, s.fail(quarantine.TypeMismatch, "expected number")
+		return 0, s.mismatch("number")
 	}
 	tok, _, err := s.numToken()
 	if err != nil {
@@ -612,35 +664,13 @@ func (s *scanner) anyVal() (any, *decodeErr) {
 			return nil, err
 		}
 		s.pos++
-		out := []any{}
-		if s.peek() == ']' {
-			s.pos++
-			s.depth--
-			return out, nil
-		}
-		for {
-			v, err := s.anyVal()
-			if err != nil {
-				return nil, err.at("[" + strconv.Itoa(len(out)) + "]")
-			}
-			out = append(out, v)
-			switch s.peek() {
-			case ',':
-				s.pos++
-			case ']':
-				s.pos++
-				s.depth--
-				return out, nil
-			default:
-				return nil, s.syntax("',' or ']' in array")
-			}
-		}
+		return s.array(nil)
 	case '"':
 		str, err := s.str()
 		if err != nil {
 			return nil, err
 		}
-		return str, nil
+		return s.bx.str(str, tString), nil
 	case 't':
 		if s.literal("true") {
 			return true, nil
@@ -658,7 +688,7 @@ func (s *scanner) anyVal() (any, *decodeErr) {
 		if err != nil {
 			return nil, err
 		}
-		return n, nil
+		return s.bx.str(string(n), tNumber), nil
 	}
 	return nil, s.syntax("value")
 }
@@ -672,11 +702,14 @@ func (s *scanner) anyObject() (*Row, *decodeErr) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Row{Names: []string{}, Values: []any{}}
+	r := s.bx.row()
 	if empty {
+		r.Names, r.Values = []string{}, []any{}
 		s.depth--
 		return r, nil
 	}
+	base := len(s.vstack)
+	nbase := len(s.nstack)
 	var scratch [64]byte
 	for {
 		k, err := s.objKey(&scratch)
@@ -688,15 +721,62 @@ func (s *scanner) anyObject() (*Row, *decodeErr) {
 		if err != nil {
 			return nil, err.at(name)
 		}
-		r.Names = append(r.Names, name)
-		r.Values = append(r.Values, v)
+		s.nstack = append(s.nstack, name)
+		s.vstack = append(s.vstack, v)
 		more, err := s.objNext()
 		if err != nil {
 			return nil, err
 		}
 		if !more {
+			n := len(s.vstack) - base
+			r.Values = s.bx.values(n)
+			copy(r.Values, s.vstack[base:])
+			r.Names = make([]string, n)
+			copy(r.Names, s.nstack[nbase:])
+			clear(s.vstack[base:])
+			clear(s.nstack[nbase:])
+			s.vstack = s.vstack[:base]
+			s.nstack = s.nstack[:nbase]
 			s.depth--
 			return r, nil
+		}
+	}
+}
+
+// array decodes the elements of an array whose '[' is consumed; items nil
+// means schemaless.
+func (s *scanner) array(items *node) (any, *decodeErr) {
+	if s.peek() == ']' {
+		s.pos++
+		s.depth--
+		return []any{}, nil
+	}
+	base := len(s.vstack)
+	for {
+		var v any
+		var err *decodeErr
+		if items == nil {
+			v, err = s.anyVal()
+		} else {
+			v, err = s.typedVal(items)
+		}
+		if err != nil {
+			return nil, err.at("[" + strconv.Itoa(len(s.vstack)-base) + "]")
+		}
+		s.vstack = append(s.vstack, v)
+		switch s.peek() {
+		case ',':
+			s.pos++
+		case ']':
+			s.pos++
+			s.depth--
+			out := s.bx.values(len(s.vstack) - base)
+			copy(out, s.vstack[base:])
+			clear(s.vstack[base:])
+			s.vstack = s.vstack[:base]
+			return out, nil
+		default:
+			return nil, s.syntax("',' or ']' in array")
 		}
 	}
 }
@@ -715,16 +795,16 @@ func (s *scanner) typedVal(n *node) (any, *decodeErr) {
 	switch n.kind {
 	case kInt8, kInt16, kInt32, kInt64:
 		if c != '-' && (c < '0' || c > '9') {
-			return nil, s.fail(quarantine.TypeMismatch, "expected "+n.s.Type)
+			return nil, s.mismatch(n.s.Type)
 		}
 		v, err := s.int64Val(n.lo, n.hi)
 		if err != nil {
 			return nil, err
 		}
-		return v, nil
+		return s.bx.int64(v), nil
 	case kFloat32, kFloat64:
 		if c != '-' && c != '"' && (c < '0' || c > '9') {
-			return nil, s.fail(quarantine.TypeMismatch, "expected "+n.s.Type)
+			return nil, s.mismatch(n.s.Type)
 		}
 		bits := 64
 		if n.kind == kFloat32 {
@@ -734,7 +814,7 @@ func (s *scanner) typedVal(n *node) (any, *decodeErr) {
 		if err != nil {
 			return nil, err
 		}
-		return v, nil
+		return s.bx.float64(v), nil
 	case kBool:
 		if s.literal("true") {
 			return true, nil
@@ -742,16 +822,16 @@ func (s *scanner) typedVal(n *node) (any, *decodeErr) {
 		if s.literal("false") {
 			return false, nil
 		}
-		return nil, s.fail(quarantine.TypeMismatch, "expected boolean")
+		return nil, s.mismatch("boolean")
 	case kString:
 		if c != '"' {
-			return nil, s.fail(quarantine.TypeMismatch, "expected string")
+			return nil, s.mismatch("string")
 		}
 		str, err := s.str()
 		if err != nil {
 			return nil, err
 		}
-		return str, nil
+		return s.bx.str(str, tString), nil
 	case kBytes:
 		if c == '"' {
 			return s.base64Val()
@@ -762,46 +842,24 @@ func (s *scanner) typedVal(n *node) (any, *decodeErr) {
 			if err != nil {
 				return nil, err
 			}
-			return num, nil
+			return s.bx.str(string(num), tNumber), nil
 		}
-		return nil, s.fail(quarantine.TypeMismatch, "expected base64 string for bytes")
+		return nil, s.mismatch("base64 string (bytes)")
 	case kArray:
 		if c != '[' {
-			return nil, s.fail(quarantine.TypeMismatch, "expected array")
+			return nil, s.mismatch("array")
 		}
 		if err := s.push(); err != nil {
 			return nil, err
 		}
 		s.pos++
-		out := []any{}
-		if s.peek() == ']' {
-			s.pos++
-			s.depth--
-			return out, nil
-		}
-		for {
-			v, err := s.typedVal(n.items)
-			if err != nil {
-				return nil, err.at("[" + strconv.Itoa(len(out)) + "]")
-			}
-			out = append(out, v)
-			switch s.peek() {
-			case ',':
-				s.pos++
-			case ']':
-				s.pos++
-				s.depth--
-				return out, nil
-			default:
-				return nil, s.syntax("',' or ']' in array")
-			}
-		}
+		return s.array(n.items)
 	case kMap:
 		if c != '{' {
 			if c == '[' {
 				return nil, s.fail(quarantine.TypeMismatch, "maps with non-string keys are not supported")
 			}
-			return nil, s.fail(quarantine.TypeMismatch, "expected object for map")
+			return nil, s.mismatch("object (map)")
 		}
 		if err := s.push(); err != nil {
 			return nil, err
@@ -842,7 +900,7 @@ func (s *scanner) typedVal(n *node) (any, *decodeErr) {
 		}
 	case kStruct:
 		if c != '{' {
-			return nil, s.fail(quarantine.TypeMismatch, "expected object")
+			return nil, s.mismatch("object (struct)")
 		}
 		r, err := s.structVal(n)
 		if err != nil {
@@ -863,7 +921,8 @@ func (s *scanner) structVal(n *node) (*Row, *decodeErr) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Row{Schema: n.s, Names: n.names, Values: make([]any, len(n.fields))}
+	r := s.bx.row()
+	r.Schema, r.Names, r.Values = n.s, n.names, s.bx.values(len(n.fields))
 	if empty {
 		s.depth--
 		return r, nil
@@ -915,7 +974,11 @@ func (s *scanner) base64Val() (any, *decodeErr) {
 	}
 	// decode behind the raw text, then move the result down over it
 	n := base64.StdEncoding.DecodedLen(len(raw)) + 2 // +2: room for unpadded input
-	s.arena = append(s.arena, make([]byte, n)...)
+	if cap(s.arena)-len(s.arena) < n {
+		s.arena = append(s.arena, make([]byte, n)...)
+	} else {
+		s.arena = s.arena[:len(s.arena)+n]
+	}
 	dst := s.arena[mark+len(raw):]
 	nb, derr := base64.StdEncoding.Decode(dst, raw)
 	if derr != nil {
@@ -932,5 +995,5 @@ func (s *scanner) base64Val() (any, *decodeErr) {
 	}
 	copy(s.arena[mark:], dst[:nb])
 	s.arena = s.arena[:mark+nb]
-	return s.arena[mark : mark+nb : mark+nb], nil
+	return s.bx.bytes(s.arena[mark : mark+nb : mark+nb]), nil
 }

@@ -44,6 +44,11 @@ var kindOf = map[string]kind{
 	"bytes": kBytes, "array": kArray, "map": kMap, "struct": kStruct,
 }
 
+// jsonTypeNames maps JsonConverter's type names to Connect's: JsonConverter
+// writes FLOAT32 as "float" and FLOAT64 as "double"; Schema.Type always uses
+// the Connect names (float32, float64), whatever the wire form.
+var jsonTypeNames = map[string]string{"float": "float32", "double": "float64"}
+
 // node is a compiled Connect schema: the exported *Schema plus what the
 // decoders need (field index, shared field-name slice, integer range).
 type node struct {
@@ -142,10 +147,14 @@ func (j *jsonSchema) toSchema(depth int) (*Schema, error) {
 	if depth > maxSchemaDepth {
 		return nil, fmt.Errorf("schema nested deeper than %d", maxSchemaDepth)
 	}
-	if _, ok := kindOf[j.Type]; !ok {
+	typ := j.Type
+	if t, ok := jsonTypeNames[typ]; ok {
+		typ = t
+	}
+	if _, ok := kindOf[typ]; !ok {
 		return nil, fmt.Errorf("unknown schema type %q", j.Type)
 	}
-	s := &Schema{Type: j.Type, Name: j.Name, Optional: j.Optional, Parameters: j.Parameters}
+	s := &Schema{Type: typ, Name: j.Name, Optional: j.Optional, Parameters: j.Parameters}
 	var err error
 	for _, f := range j.Fields {
 		if f == nil {
@@ -244,7 +253,7 @@ type jsonSchemaCache struct {
 	n      int
 }
 
-const prefixLen = 48
+const prefixLen = 128
 
 type jsonEntry struct {
 	raw   []byte
@@ -261,8 +270,14 @@ func newJSONSchemaCache(max int) *jsonSchemaCache {
 		prefix: map[uint64][]*jsonEntry{}, full: map[uint64][]*jsonEntry{}}
 }
 
-// lookupAt returns the entry whose bytes the input starts with at pos, if any.
-func (c *jsonSchemaCache) lookupAt(buf []byte, pos int) *jsonEntry {
+// lookupAt returns the entry whose bytes the input starts with at pos, if
+// any. hint (the entry last used for the same topic and side) is tried first:
+// with it, finding the schema costs one memcmp however many are cached.
+func (c *jsonSchemaCache) lookupAt(buf []byte, pos int, hint *jsonEntry) *jsonEntry {
+	if hint != nil && bytes.HasPrefix(buf[pos:], hint.raw) {
+		hint.used.Store(c.tick.Add(1))
+		return hint
+	}
 	if len(buf)-pos < prefixLen {
 		return nil
 	}
@@ -384,6 +399,41 @@ func (c *jsonSchemaCache) evictLocked() {
 	}
 }
 
+// hints remembers, per topic, the schema entry last used for keys and for
+// values (Debezium topics carry one schema at a time).
+type hints struct {
+	mu  sync.RWMutex
+	key map[string]*jsonEntry
+	val map[string]*jsonEntry
+	max int
+}
+
+func newHints(max int) *hints {
+	return &hints{key: map[string]*jsonEntry{}, val: map[string]*jsonEntry{}, max: max}
+}
+
+func (h *hints) get(topic string, isKey bool) *jsonEntry {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if isKey {
+		return h.key[topic]
+	}
+	return h.val[topic]
+}
+
+func (h *hints) set(topic string, isKey bool, e *jsonEntry) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	m := h.val
+	if isKey {
+		m = h.key
+	}
+	if len(m) >= h.max {
+		clear(m)
+	}
+	m[topic] = e
+}
+
 // ---- flattened rows ----
 
 // metaField says where an unwrap (ExtractNewRecordState add.fields) field goes.
@@ -438,10 +488,10 @@ var metaNames = map[string]metaField{
 
 // flatPlan splits a flattened row struct into business fields and meta fields.
 type flatPlan struct {
-	schema *Schema   // the row schema without meta fields
-	names  []string  // its field names (shared)
-	keep   []int     // source index of each kept field
-	meta   []int     // source index of each meta field
+	schema *Schema  // the row schema without meta fields
+	names  []string // its field names (shared)
+	keep   []int    // source index of each kept field
+	meta   []int    // source index of each meta field
 	what   []metaField
 }
 
@@ -486,28 +536,43 @@ func newFlatPlan(n *node, prefix string) *flatPlan {
 
 // ---- interning of schemaless field names ----
 
+// interner maps field-name bytes to one shared string. Reads are lock-free
+// (an immutable map swapped on insert); it stops growing at maxInterned.
 type interner struct {
-	mu sync.RWMutex
-	m  map[string]string
+	mu sync.Mutex
+	m  atomic.Pointer[map[string]string]
 }
 
-const maxInterned = 1 << 16
+const maxInterned = 2048
 
 func (in *interner) get(b []byte) string {
 	if in == nil {
 		return string(b)
 	}
-	in.mu.RLock()
-	s, ok := in.m[string(b)]
-	in.mu.RUnlock()
-	if ok {
-		return s
+	if m := in.m.Load(); m != nil {
+		if s, ok := (*m)[string(b)]; ok {
+			return s
+		}
+		if len(*m) >= maxInterned {
+			return string(b)
+		}
 	}
-	s = string(b)
+	s := string(b)
 	in.mu.Lock()
-	if len(in.m) < maxInterned {
-		in.m[s] = s
+	defer in.mu.Unlock()
+	old := in.m.Load()
+	n := map[string]string{s: s}
+	if old != nil {
+		if x, ok := (*old)[s]; ok {
+			return x
+		}
+		if len(*old) >= maxInterned {
+			return s
+		}
+		for k, v := range *old {
+			n[k] = v
+		}
 	}
-	in.mu.Unlock()
+	in.m.Store(&n)
 	return s
 }

@@ -149,7 +149,11 @@ type Change struct {
 	// (header __debezium.oldkey): the previous key tuple, aligned with KeyNames.
 	OldKey []any
 	Coord  Coord
-	// Unchanged is true for a bare Kafka tombstone that follows a delete: it
-	// carries no new information and merge may skip it.
+	// Tombstone is true for a bare Kafka tombstone (null value): a delete of
+	// Key with no row. Right after a delete of the same key (Debezium's
+	// tombstones.on.delete) the Tracker gives it that delete's Version, so the
+	// version guard sees a duplicate; with the unwrap SMT's default
+	// delete.tombstone.handling.mode=tombstone it is the only record of the
+	// delete and gets a newer Version: merge must apply it, not skip it.
 	Tombstone bool
 }

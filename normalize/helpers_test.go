@@ -6,6 +6,7 @@ import (
 	"github.com/cdcsink/cdc-sink/envelope"
 	"github.com/cdcsink/cdc-sink/quarantine"
 	"github.com/cdcsink/cdc-sink/source"
+	"github.com/cdcsink/cdc-sink/versioning"
 )
 
 // Builders for events shaped exactly as the envelope decoder produces them
@@ -128,3 +129,5 @@ func containsStr(s, sub string) bool {
 	}
 	return false
 }
+
+func versioningTracker() *versioning.Tracker { return versioning.NewTracker() }

@@ -158,7 +158,7 @@ type inferTable struct {
 
 // inferRow types a schemaless row against the table's inferred schema,
 // widening it when needed. skip reports fields to leave out (unwrap metadata).
-func (n *Normalizer) inferRow(tkey string, tid TableID, topic string, r *envelope.Row, skip func(string) bool) (*Schema, []any, *cerr) {
+func (n *Normalizer) inferRow(tkey, tid TableID, topic string, r *envelope.Row, skip func(string) bool) (*Schema, []any, *cerr) {
 	it := n.inferTableFor(tkey)
 	it.mu.Lock()
 	cur := it.cur
@@ -168,10 +168,10 @@ func (n *Normalizer) inferRow(tkey string, tid TableID, topic string, r *envelop
 			continue
 		}
 		v := r.Values[i]
-		if n.toast.is(v) {
-			continue // no type information
+		vt, ok := itype{}, true
+		if !n.toast.is(v) { // a TOAST placeholder carries no type information
+			vt, ok = inferOf(v)
 		}
-		vt, ok := inferOf(v)
 		if !ok {
 			it.mu.Unlock()
 			return nil, nil, errf(reasonType, "column %q: schemaless value of Go type %T", name, v)
@@ -212,7 +212,7 @@ func (n *Normalizer) inferRow(tkey string, tid TableID, topic string, r *envelop
 		}
 		var cc *conv
 		if s := n.lookupSchemaless(tid, topic, name); s != nil {
-			c, e := n.compile(s, name)
+			c, e := n.compile(s, "column "+strconv.Quote(name))
 			if e != nil {
 				it.mu.Unlock()
 				return nil, nil, e
@@ -241,7 +241,10 @@ func (n *Normalizer) inferRow(tkey string, tid TableID, topic string, r *envelop
 		}
 		idx := i
 		if !(i < len(cur.names) && cur.names[i] == name) {
-			idx = cur.index[name]
+			var ok bool
+			if idx, ok = cur.index[name]; !ok {
+				return nil, nil, errf(reasonType, "column %q missing from the inferred schema", name) // unreachable
+			}
 		}
 		v, e := n.convertInferred(cur, idx, r.Values[i])
 		if e != nil {
@@ -273,6 +276,15 @@ func (n *Normalizer) coerce(c *conv, v any) (any, *cerr) {
 				return decimalFromTextAny(s, c.scale, c.prec)
 			}
 			return nil, errf(reasonDecimal, "configured as decimal(%d,%d) but the schemaless value %s is a string: base64 bytes (decimal.handling.mode=precise) are not guessed as decimals; enable schemas (value.converter.schemas.enable=true) or use decimal.handling.mode=string and DecimalHandling=string", c.prec, c.scale, short(v))
+		}
+	}
+	if c.op == opBytes {
+		if s, ok := v.(string); ok { // schemaless JSON carries bytes as base64
+			b, err := base64.StdEncoding.DecodeString(s)
+			if err != nil {
+				return nil, errf(reasonType, "configured as bytes but %s is not base64", short(s))
+			}
+			return b, nil
 		}
 	}
 	if c.op == opVarDecimal {
@@ -438,7 +450,7 @@ func (v *inferVersion) build() {
 	v.schema = &Schema{Columns: cols, Fingerprint: fingerprint(cols)}
 }
 
-func (n *Normalizer) inferTableFor(key string) *inferTable {
+func (n *Normalizer) inferTableFor(key TableID) *inferTable {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	it := n.inferred[key]
@@ -451,7 +463,7 @@ func (n *Normalizer) inferTableFor(key string) *inferTable {
 
 // inferredColumn returns the current inferred type of a column (for typing
 // schemaless keys like their columns).
-func (n *Normalizer) inferredColumn(tkey, name string) (*conv, itype, bool) {
+func (n *Normalizer) inferredColumn(tkey TableID, name string) (*conv, itype, bool) {
 	n.mu.Lock()
 	it := n.inferred[tkey]
 	n.mu.Unlock()

@@ -76,9 +76,10 @@ type Normalizer struct {
 	cacheMu sync.RWMutex
 	cache   map[cacheKey]*compiled
 
-	mu          sync.Mutex
-	inferred    map[string]*inferTable
-	topicTables map[string]TableID
+	mu       sync.Mutex
+	inferred map[TableID]*inferTable
+	// topicTables: topic → TableID last seen in a full envelope (string → TableID).
+	topicTables sync.Map
 }
 
 type cacheKey struct {
@@ -109,12 +110,11 @@ func New(opts Options) (*Normalizer, error) {
 		return nil, err
 	}
 	return &Normalizer{
-		opts:        opts,
-		toast:       t,
-		prefix:      opts.UnwrapPrefix,
-		cache:       make(map[cacheKey]*compiled),
-		inferred:    make(map[string]*inferTable),
-		topicTables: make(map[string]TableID),
+		opts:     opts,
+		toast:    t,
+		prefix:   opts.UnwrapPrefix,
+		cache:    make(map[cacheKey]*compiled),
+		inferred: make(map[TableID]*inferTable),
 	}, nil
 }
 
@@ -167,7 +167,7 @@ func (n *Normalizer) compileRow(s *envelope.Schema, flat bool) *compiled {
 				continue
 			}
 		}
-		c, e := n.compile(f.Schema, f.Name)
+		c, e := n.compile(f.Schema, "column "+strconv.Quote(f.Name))
 		if e != nil {
 			cp.err = e
 			return cp
@@ -197,8 +197,9 @@ func fingerprint(cols []ColumnDef) uint64 {
 	return h.Sum64()
 }
 
-// fill converts row r (of the compiled schema) into dst.
-func (n *Normalizer) fill(cp *compiled, r *envelope.Row, dst []any) *cerr {
+// fill converts row r (of the compiled schema) into dst. toast enables
+// placeholder detection (row images; never keys).
+func (n *Normalizer) fill(cp *compiled, r *envelope.Row, dst []any, toast bool) *cerr {
 	aligned := len(r.Values) == len(r.Names)
 	for i := range cp.convs {
 		fi := cp.fidx[i]
@@ -211,7 +212,7 @@ func (n *Normalizer) fill(cp *compiled, r *envelope.Row, dst []any) *cerr {
 		if v == nil {
 			continue
 		}
-		if n.toast.is(v) {
+		if toast && n.toast.is(v) {
 			dst[i] = Unavailable
 			continue
 		}
@@ -360,15 +361,18 @@ func (n *Normalizer) Normalize(ev *envelope.Event, rec *source.Record) (*Change,
 			if tsUs == 0 && tsMs == 0 {
 				tsUs, tsMs = m.tsUs, m.tsMs
 			}
-			if tid.Table == "" {
-				tid = TableID{Server: firstNonEmpty(tid.Server, m.name), DB: firstNonEmpty(tid.DB, m.db), Schema: firstNonEmpty(tid.Schema, m.schema), Table: m.table}
-			}
+			tid = TableID{Server: firstNonEmpty(tid.Server, m.name), DB: firstNonEmpty(tid.DB, m.db),
+				Schema: firstNonEmpty(tid.Schema, m.schema), Table: firstNonEmpty(tid.Table, m.table)}
 		}
-		if tid.Table == "" {
-			tid = n.tableFromTopic(c.Coord.Topic)
-		}
+		// Parts the unwrap fields did not carry come from the topic name, so
+		// that rows and bare tombstones of one topic name the same table.
+		tt := n.tableFromTopic(c.Coord.Topic)
+		tid = TableID{Server: firstNonEmpty(tid.Server, tt.Server), DB: firstNonEmpty(tid.DB, tt.DB),
+			Schema: firstNonEmpty(tid.Schema, tt.Schema), Table: firstNonEmpty(tid.Table, tt.Table)}
 	}
-	if tid.Table != "" && c.Coord.Topic != "" && !ev.Flattened {
+	if tid.Table == "" {
+		tid = n.tableFromTopic(c.Coord.Topic)
+	} else if c.Coord.Topic != "" && !ev.Flattened {
 		n.rememberTopic(c.Coord.Topic, tid)
 	}
 	c.Table = tid
@@ -382,6 +386,9 @@ func (n *Normalizer) Normalize(ev *envelope.Event, rec *source.Record) (*Change,
 		}
 	case ev.Flattened && op == 0:
 		c.Op = OpUpsert
+		if data == nil {
+			return nil, quarantine.Errorf(quarantine.MissingAfter, "%s: flattened record without a row", n.tableName(tid, c.Coord.Topic))
+		}
 	case op == 'c' || op == 'u' || op == 'r':
 		c.Op = OpUpsert
 		if !ev.Flattened {
@@ -454,7 +461,7 @@ func (n *Normalizer) Normalize(ev *envelope.Event, rec *source.Record) (*Change,
 			}
 			buf := make([]any, len(cp.convs)+nkey)
 			c.Schema, c.Row, c.Key = cp.schema, buf[:len(cp.convs):len(cp.convs)], buf[len(cp.convs):]
-			if e := n.fill(cp, data, c.Row); e != nil {
+			if e := n.fill(cp, data, c.Row, true); e != nil {
 				return nil, n.colErr(tid, c.Coord.Topic, e)
 			}
 		} else {
@@ -490,7 +497,7 @@ func firstNonEmpty(a, b string) string {
 }
 
 // key fills c.KeyNames / c.Key.
-func (n *Normalizer) key(c *Change, keyRow *envelope.Row, kcp, cp *compiled, tkey string, nkey int) error {
+func (n *Normalizer) key(c *Change, keyRow *envelope.Row, kcp, cp *compiled, tkey TableID, nkey int) error {
 	if keyRow == nil {
 		cols := n.lookupKeyColumns(c.Table, c.Coord.Topic)
 		if len(cols) == 0 {
@@ -523,7 +530,7 @@ func (n *Normalizer) key(c *Change, keyRow *envelope.Row, kcp, cp *compiled, tke
 	c.Key = c.Key[:nkey]
 	if kcp != nil {
 		c.KeyNames = kcp.names
-		if e := n.fill(kcp, keyRow, c.Key); e != nil {
+		if e := n.fill(kcp, keyRow, c.Key, false); e != nil {
 			return n.colErr(c.Table, c.Coord.Topic, e.in("key"))
 		}
 		return nil
@@ -542,7 +549,7 @@ func (n *Normalizer) key(c *Change, keyRow *envelope.Row, kcp, cp *compiled, tke
 // schemalessKeyValue types a schemaless key value the way its column is
 // typed: by the row's schema if the value has one, else by the table's
 // inferred schema, else by inference of the value alone.
-func (n *Normalizer) schemalessKeyValue(name string, v any, cp *compiled, tkey string) (any, *cerr) {
+func (n *Normalizer) schemalessKeyValue(name string, v any, cp *compiled, tkey TableID) (any, *cerr) {
 	if v == nil {
 		return nil, nil
 	}
@@ -597,11 +604,8 @@ func (n *Normalizer) tombstone(ev *envelope.Event, rec *source.Record) (*Change,
 // full envelope on that topic, else <prefix>.<schema>.<table> (a topic with
 // fewer dots gives fewer parts; DB stays empty).
 func (n *Normalizer) tableFromTopic(topic string) TableID {
-	n.mu.Lock()
-	t, ok := n.topicTables[topic]
-	n.mu.Unlock()
-	if ok {
-		return t
+	if t, ok := n.topicTables.Load(topic); ok {
+		return t.(TableID)
 	}
 	parts := strings.Split(topic, ".")
 	switch len(parts) {
@@ -615,17 +619,14 @@ func (n *Normalizer) tableFromTopic(topic string) TableID {
 }
 
 func (n *Normalizer) rememberTopic(topic string, tid TableID) {
-	n.mu.Lock()
-	if old, ok := n.topicTables[topic]; !ok || old != tid {
-		if len(n.topicTables) >= maxCached {
-			clear(n.topicTables)
-		}
-		n.topicTables[topic] = tid
+	if old, ok := n.topicTables.Load(topic); !ok || old.(TableID) != tid {
+		n.topicTables.Store(topic, tid)
 	}
-	n.mu.Unlock()
 }
 
-func inferKey(t TableID) string { return t.Server + "\x00" + t.Schema + "\x00" + t.Table }
+// inferKey identifies a schemaless table for inference (DB is left out: tombstones
+// only know the topic).
+func inferKey(t TableID) TableID { return TableID{Server: t.Server, Schema: t.Schema, Table: t.Table} }
 
 func (n *Normalizer) tableName(t TableID, topic string) string {
 	if t.Table == "" {

@@ -97,16 +97,16 @@ func fromJSON(v any) any {
 
 // oldKey decodes the __debezium.oldkey header of the create half of a PK
 // change into a key tuple aligned with c.KeyNames, typed like the key.
-func (n *Normalizer) oldKey(c *Change, h []byte, kcp, cp *compiled, tkey string) ([]any, error) {
+func (n *Normalizer) oldKey(c *Change, h []byte, kcp, cp *compiled, tkey TableID) ([]any, error) {
 	m, ok := parseKeyHeader(h)
 	if !ok {
-		return nil, quarantine.Errorf(quarantine.MalformedEvent, "%s: header %s %q is neither {\"col\":value} nor Struct{col=value}", n.tableName(c.Table, c.Coord.Topic), HeaderOldKey, short(string(h)))
+		return nil, quarantine.Errorf(quarantine.MalformedEvent, "%s: header %s %s is neither {\"col\":value} nor Struct{col=value}", n.tableName(c.Table, c.Coord.Topic), HeaderOldKey, short(string(h)))
 	}
 	out := make([]any, len(c.KeyNames))
 	for i, name := range c.KeyNames {
 		v, ok := m[name]
 		if !ok {
-			return nil, quarantine.Errorf(quarantine.MalformedEvent, "%s: header %s %q lacks key column %q", n.tableName(c.Table, c.Coord.Topic), HeaderOldKey, short(string(h)), name)
+			return nil, quarantine.Errorf(quarantine.MalformedEvent, "%s: header %s %s lacks key column %q", n.tableName(c.Table, c.Coord.Topic), HeaderOldKey, short(string(h)), name)
 		}
 		var x any
 		var e *cerr

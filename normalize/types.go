@@ -1,7 +1,6 @@
 package normalize
 
 import (
-	"encoding/base64"
 	"fmt"
 	"math"
 	"math/big"
@@ -203,9 +202,9 @@ func (n *Normalizer) compile(s *envelope.Schema, path string) (conv, *cerr) {
 		c.op, c.typ = opInt32, Type{Kind: Integer}
 	case "int64":
 		c.op, c.typ = opInt64, Type{Kind: Long}
-	case "float32":
+	case "float32", "float": // "float"/"double": JsonConverter's spelling, if a decoder passes it through
 		c.op, c.typ = opFloat32, Type{Kind: Float}
-	case "float64":
+	case "float64", "double":
 		c.op, c.typ = opFloat64, Type{Kind: Double}
 	case "string":
 		c.op, c.typ = opString, Type{Kind: String}
@@ -377,30 +376,16 @@ func (n *Normalizer) convert(c *conv, v any) (any, *cerr) {
 			return string(x), nil
 		}
 	case opBytes:
-		switch x := v.(type) {
-		case []byte:
+		if _, ok := v.([]byte); ok {
 			return v, nil
-		case string: // a decoder that left base64 text
-			b, err := base64.StdEncoding.DecodeString(x)
-			if err != nil {
-				return nil, errf(reasonType, "bytes value is a string that is not base64")
-			}
-			return b, nil
 		}
 	case opDecimal:
 		return decimalValue(v, c.scale, c.prec)
 	case opVarDecimal:
-		d, e := variableScaleValue(v, c.scale, c.prec)
-		if e != nil {
-			if !n.opts.VariableScaleAsString {
-				return nil, e
-			}
-			return variableScaleString(v)
-		}
 		if n.opts.VariableScaleAsString {
 			return variableScaleString(v)
 		}
-		return d, nil
+		return variableScaleValue(v, c.scale, c.prec)
 	case opDate:
 		if t, ok := v.(time.Time); ok {
 			return dateDays(floorDiv(timeToMicros(t), microsPerDay))
@@ -455,10 +440,8 @@ func (n *Normalizer) convert(c *conv, v any) (any, *cerr) {
 		case opTsNanos:
 			i = floorDiv(i, 1000)
 		}
-		if c.op == opTsMicros {
-			if i >= minTsMicros && i <= maxTsMicros {
-				return v, nil // already an int64 of the right value: no re-boxing
-			}
+		if _, boxed := v.(int64); boxed && c.op == opTsMicros && i >= minTsMicros && i <= maxTsMicros {
+			return v, nil // already an int64 of the right value: no re-boxing
 		}
 		return n.timestamp(i, v)
 	case opZonedTs, opIsoTs:

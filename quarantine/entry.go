@@ -25,7 +25,7 @@ type Entry struct {
 	Sink string
 	// BatchID is the micro-batch the record belonged to.
 	BatchID int64
-	// Time is when the record was quarantined.
+	// Time is when the record was quarantined; writers use the time of Write when it is zero.
 	Time time.Time
 	// At is set by readers: where the entry was read from, "topic/partition@offset" for the
 	// quarantine topic or "file:line" for a quarantine file. Writers ignore it.

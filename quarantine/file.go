@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/cdcsink/cdc-sink/source"
 )
@@ -109,11 +110,16 @@ func (w *FileWriter) Write(ctx context.Context, entries []Entry) error {
 		return Transient(err)
 	}
 	var buf []byte
+	now := time.Now()
 	for i := range entries {
-		if entries[i].Record == nil {
+		e := entries[i] // a copy: the caller's slice is not modified
+		if e.Record == nil {
 			return fmt.Errorf("quarantine: entry %d has no record", i)
 		}
-		buf = AppendLine(buf, &entries[i])
+		if e.Time.IsZero() {
+			e.Time = now
+		}
+		buf = AppendLine(buf, &e)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()

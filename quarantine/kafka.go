@@ -160,10 +160,14 @@ func (w *KafkaWriter) Write(ctx context.Context, entries []Entry) error {
 	}
 	// Buffered for every report, so late reports after an early return never block librdkafka.
 	dr := make(chan kafka.Event, len(entries))
+	now := time.Now()
 	for i := range entries {
-		e := &entries[i]
+		e := entries[i] // a copy: the caller's slice is not modified
 		if e.Record == nil {
 			return fmt.Errorf("quarantine: entry %d has no record", i)
+		}
+		if e.Time.IsZero() {
+			e.Time = now
 		}
 		msg := &kafka.Message{
 			TopicPartition: kafka.TopicPartition{Topic: &w.topic, Partition: kafka.PartitionAny},

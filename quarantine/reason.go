@@ -45,6 +45,7 @@ type Error struct {
 	Err    error // optional cause
 }
 
+// Error returns "reason: message[: cause]".
 func (e *Error) Error() string {
 	if e.Err != nil {
 		return fmt.Sprintf("%s: %s: %v", e.Reason, e.Msg, e.Err)
@@ -52,6 +53,7 @@ func (e *Error) Error() string {
 	return string(e.Reason) + ": " + e.Msg
 }
 
+// Unwrap returns the cause, if any.
 func (e *Error) Unwrap() error { return e.Err }
 
 // Errorf builds a permanent *Error of the given class.
@@ -78,7 +80,10 @@ func ReasonOf(err error) (Reason, bool) {
 // and never quarantined.
 type TransientError struct{ Err error }
 
+// Error returns "transient: cause".
 func (e *TransientError) Error() string { return "transient: " + e.Err.Error() }
+
+// Unwrap returns the cause.
 func (e *TransientError) Unwrap() error { return e.Err }
 
 // Transient wraps err as retryable.

@@ -21,6 +21,7 @@ type TopicPartition struct {
 	Partition int32
 }
 
+// String returns "topic/partition".
 func (tp TopicPartition) String() string { return fmt.Sprintf("%s/%d", tp.Topic, tp.Partition) }
 
 // UseCommitted, as an offset returned by RebalanceHandler.OnAssign (or any negative value, or a

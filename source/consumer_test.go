@@ -550,3 +550,116 @@ func TestConsumerBoundedReplayAndTimes(t *testing.T) {
 		}
 	}
 }
+
+func TestConsumerTopicRegex(t *testing.T) {
+	addrs := newCluster(t, 1, "rx.a", "rx.b", "other")
+	produce(t, addrs, append(genRecords("rx.a", 1, 3, 0), append(genRecords("rx.b", 1, 2, 0), genRecords("other", 1, 4, 0)...)...))
+	cfg := consumerConfig(addrs, "g")
+	cfg.TopicRegex = `rx\..*`
+	c, err := NewConsumer(cfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	topics, err := c.Topics(context.Background())
+	if err != nil || fmt.Sprint(topics) != "[rx.a rx.b]" {
+		t.Fatalf("topics %v, %v", topics, err)
+	}
+	n := map[string]int{}
+	pollUntil(t, c, 30*time.Second, func(recs []*Record) {
+		for _, r := range recs {
+			n[r.Topic]++
+		}
+	}, func() bool { return n["rx.a"] == 3 && n["rx.b"] == 2 })
+	if n["other"] != 0 {
+		t.Fatalf("read a topic outside the regex: %v", n)
+	}
+}
+
+// revokeCounter wraps seekHandler to count revocations.
+type revokeCounter struct {
+	*seekHandler
+	mu      sync.Mutex
+	revoked []TopicPartition
+}
+
+func (r *revokeCounter) OnRevoke(ctx context.Context, parts []TopicPartition) error {
+	r.mu.Lock()
+	r.revoked = append(r.revoked, parts...)
+	r.mu.Unlock()
+	return r.seekHandler.OnRevoke(ctx, parts)
+}
+
+// TestConsumerDropsRevokedRecordsFromBatch: a revocation that happens while Poll is filling a
+// batch removes the revoked partitions' records from that batch, so the caller never gets
+// records of a partition it no longer owns (the new owner reads them from the table offsets).
+func TestConsumerDropsRevokedRecordsFromBatch(t *testing.T) {
+	const parts = 4
+	addrs := newCluster(t, parts, "d")
+	produce(t, addrs, genRecords("d", parts, 200, 0))
+	ha := &revokeCounter{seekHandler: newSeekHandler(nil)}
+	a, err := NewConsumer(consumerConfig(addrs, "dg", "d"), ha)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	// Wait until A owns everything (one record read, not processed: the "table" stays empty).
+	pollUntil(t, a, 30*time.Second, nil, func() bool { return ha.ownedCount() == parts })
+	b, err := NewConsumer(consumerConfig(addrs, "dg", "d"), newSeekHandler(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bDone := make(chan int)
+	stopB := make(chan struct{})
+	go func() {
+		n := 0
+		defer func() { bDone <- n }()
+		defer b.Close()
+		for {
+			select {
+			case <-stopB:
+				return
+			default:
+			}
+			recs, err := b.Poll(context.Background(), 100, 20*time.Millisecond)
+			if err != nil {
+				t.Errorf("B: %v", err)
+				return
+			}
+			n += len(recs)
+		}
+	}()
+	// One long Poll on A: it collects everything it has, then lingers while B joins and the
+	// cooperative rebalance revokes part of A's assignment inside this very Poll.
+	deadline := time.Now().Add(30 * time.Second)
+	var batch []*Record
+	for {
+		recs, err := a.Poll(context.Background(), 100000, 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		batch = append(batch, recs...)
+		ha.mu.Lock()
+		nrev := len(ha.revoked)
+		ha.mu.Unlock()
+		if nrev > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no revocation happened")
+		}
+	}
+	ha.mu.Lock()
+	revoked := append([]TopicPartition(nil), ha.revoked...)
+	ha.mu.Unlock()
+	for _, r := range batch {
+		for _, tp := range revoked {
+			if (TopicPartition{r.Topic, r.Partition}) == tp && !ha.owns(tp) {
+				t.Fatalf("A's batch holds %s@%d of revoked partition %v", tp, r.Offset, tp)
+			}
+		}
+	}
+	close(stopB)
+	nb := <-bDone
+	t.Logf("A: %d records in the last batches, revoked %v; B read %d", len(batch), revoked, nb)
+}

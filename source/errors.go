@@ -9,8 +9,10 @@ var ErrClosed = errors.New("source: consumer closed")
 // its Transient method (source cannot import quarantine: quarantine imports source).
 type transientError struct{ err error }
 
-func (e *transientError) Error() string   { return "transient: " + e.err.Error() }
-func (e *transientError) Unwrap() error   { return e.err }
+func (e *transientError) Error() string { return "transient: " + e.err.Error() }
+func (e *transientError) Unwrap() error { return e.err }
+
+// Transient marks the error as retryable for quarantine.IsTransient.
 func (e *transientError) Transient() bool { return true }
 
 func transient(err error) error {

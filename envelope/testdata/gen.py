@@ -29,8 +29,12 @@ def write(path, data):
 # ---- Connect schemas (JsonConverter key order: type, [fields|items|keys,values],
 # optional, name, version, parameters, default, field) ----
 
+# JsonConverter spells FLOAT32/FLOAT64 "float"/"double" (Kafka JsonSchema)
+JSON_TYPE = {"float32": "float", "float64": "double"}
+
+
 def prim(t, field, optional=True, name=None, version=None, params=None, default=None):
-    s = {"type": t, "optional": optional}
+    s = {"type": JSON_TYPE.get(t, t), "optional": optional}
     if name:
         s["name"] = name
     if version is not None:
@@ -371,7 +375,8 @@ def avro_of(s, ns_hint=None):
             vals = ["null", vals]
         return {"type": "map", "values": vals, **props}
     prim_map = {"int8": "int", "int16": "int", "int32": "int", "int64": "long", "float32": "float",
-                "float64": "double", "boolean": "boolean", "string": "string", "bytes": "bytes"}
+                "float64": "double", "float": "float", "double": "double", "boolean": "boolean",
+                "string": "string", "bytes": "bytes"}
     out = {"type": prim_map[t]}
     if t in ("int8", "int16"):
         out["connect.type"] = t
@@ -475,20 +480,24 @@ def gen_avro():
         a = dedupe_named(avro_of(s))
         avsc[n] = a
         write(f"avro/{n}.avsc", json.dumps(a, indent=1) + "\n")
-        collect_named(a)
+
+    def enc(n, v):
+        NAMED.clear()
+        collect_named(avsc[n])
+        return avro_json_value(avsc[n], v)
     cases = {}
     for name in ("orders_c", "orders_u", "orders_d", "orders_r", "orders_t"):
         k, v, _ = CHANGES[name]
-        cases[name] = {"key_schema": "orders_key", "key": None if k is None else avro_json_value(avsc["orders_key"], k),
-                       "value_schema": "orders_envelope", "value": avro_json_value(avsc["orders_envelope"], v)}
+        cases[name] = {"key_schema": "orders_key", "key": None if k is None else enc("orders_key", k),
+                       "value_schema": "orders_envelope", "value": enc("orders_envelope", v)}
     flat = dict(row(1))
     flat.update({"__op": "c", "__lsn": 24023128, "__source_ts_ms": 1700000000123,
                  "__source_ts_us": 1700000000123456, "__source_sequence": "[\"24023119\",\"24023128\"]",
                  "__table": "orders", "__db": "app", "__schema": "public", "__snapshot": "false",
                  "__txId": 771, "__deleted": "false"})
-    cases["flat_rewrite_c"] = {"key_schema": "orders_key", "key": avro_json_value(avsc["orders_key"], {"id": 1}),
-                               "value_schema": "orders_flat", "value": avro_json_value(avsc["orders_flat"], flat)}
-    write("avro/cases.json", json.dumps(cases, indent=1, ensure_ascii=False) + "\n")
+    cases["flat_rewrite_c"] = {"key_schema": "orders_key", "key": enc("orders_key", {"id": 1}),
+                               "value_schema": "orders_flat", "value": enc("orders_flat", flat)}
+    write("avro/cases.json", json.dumps(cases, indent=1) + "\n")
 
 
 def gen_bench():
@@ -528,8 +537,9 @@ def gen_bench():
     # Avro of the same
     a = dedupe_named(avro_of(schema))
     write("bench/items_envelope.avsc", json.dumps(a) + "\n")
+    NAMED.clear()
     collect_named(a)
-    write("bench/items_u.avro.json", json.dumps(avro_json_value(a, v), ensure_ascii=False) + "\n")
+    write("bench/items_u.avro.json", json.dumps(avro_json_value(a, v)) + "\n")
 
 
 if __name__ == "__main__":

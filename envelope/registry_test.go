@@ -1,0 +1,135 @@
+package envelope
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cdcsink/cdc-sink/quarantine"
+	"github.com/cdcsink/cdc-sink/source"
+)
+
+const keyAvsc = `{"type":"record","name":"Key","namespace":"dbz.public.orders","fields":[{"name":"id","type":"int"}],"connect.name":"dbz.public.orders.Key"}`
+
+// fakeRegistry speaks the Confluent API under Apicurio's ccompat path.
+func fakeRegistry(t *testing.T, tlsServer bool) (*httptest.Server, *atomic.Int32) {
+	var hits atomic.Int32
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /apis/ccompat/v7/schemas/ids/{id}", func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "sink" || p != "s3cret" {
+			w.WriteHeader(http.StatusUnauthorized)
+			w.Write([]byte(`{"error_code":401,"message":"Unauthorized"}`))
+			return
+		}
+		hits.Add(1)
+		w.Header().Set("Content-Type", "application/vnd.schemaregistry.v1+json")
+		switch r.PathValue("id") {
+		case "1":
+			json.NewEncoder(w).Encode(map[string]any{"schema": keyAvsc})
+		case "2":
+			w.WriteHeader(http.StatusNotFound)
+			w.Write([]byte(`{"error_code":40403,"message":"No content with id: 2"}`))
+		case "3":
+			w.WriteHeader(http.StatusInternalServerError)
+			w.Write([]byte(`{"error_code":50001,"message":"storage down"}`))
+		case "4":
+			w.WriteHeader(http.StatusNotFound)
+			w.Write([]byte(`not json`))
+		case "5":
+			json.NewEncoder(w).Encode(map[string]any{"schema": "syntax = \"proto3\";", "schemaType": "PROTOBUF"})
+		case "6":
+			time.Sleep(600 * time.Millisecond)
+		}
+	})
+	var srv *httptest.Server
+	if tlsServer {
+		srv = httptest.NewTLSServer(mux)
+	} else {
+		srv = httptest.NewServer(mux)
+	}
+	t.Cleanup(srv.Close)
+	return srv, &hits
+}
+
+func TestSRClientRegistry(t *testing.T) {
+	srv, hits := fakeRegistry(t, false)
+	reg := NewSRClientRegistry(srv.URL+"/apis/ccompat/v7", WithBasicAuth("sink", "s3cret"), WithTimeout(300*time.Millisecond))
+	ctx := context.Background()
+
+	s, err := reg.Schema(ctx, 1)
+	if err != nil || s != keyAvsc {
+		t.Fatalf("hit: %q %v", s, err)
+	}
+	if _, err := reg.Schema(ctx, 1); err != nil || hits.Load() != 1 {
+		t.Errorf("second lookup: err %v, %d requests (want cached)", err, hits.Load())
+	}
+	if _, err := reg.Schema(ctx, 2); reason(err) != quarantine.UnknownSchemaID || quarantine.IsTransient(err) {
+		t.Errorf("404: %v", err)
+	}
+	if _, err := reg.Schema(ctx, 4); reason(err) != quarantine.UnknownSchemaID {
+		t.Errorf("404 without JSON body: %v", err)
+	}
+	if _, err := reg.Schema(ctx, 3); !quarantine.IsTransient(err) {
+		t.Errorf("500: %v", err)
+	}
+	if _, err := reg.Schema(ctx, 5); reason(err) != quarantine.MalformedAvro {
+		t.Errorf("protobuf: %v", err)
+	}
+	if _, err := reg.Schema(ctx, 6); !quarantine.IsTransient(err) {
+		t.Errorf("timeout: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := reg.Schema(cctx, 7); !quarantine.IsTransient(err) {
+		t.Errorf("cancelled: %v", err)
+	}
+	// wrong credentials: not the record's fault → transient
+	bad := NewSRClientRegistry(srv.URL+"/apis/ccompat/v7", WithBasicAuth("sink", "nope"))
+	if _, err := bad.Schema(ctx, 1); !quarantine.IsTransient(err) {
+		t.Errorf("401: %v", err)
+	}
+	// closed server → transient
+	closed := httptest.NewServer(http.NotFoundHandler())
+	url := closed.URL
+	closed.Close()
+	if _, err := NewSRClientRegistry(url+"/apis/ccompat/v7").Schema(ctx, 1); !quarantine.IsTransient(err) {
+		t.Errorf("closed: %v", err)
+	}
+
+	// through the Decoder
+	d := NewDecoder(Options{Registry: reg, Flattened: FlattenAlways})
+	ev, err := d.Decode(ctx, &source.Record{Key: frame(1, []byte{0x54}), Value: frame(1, []byte{0x02})})
+	if err != nil || keyID(t, ev) != 42 || ev.After.Values[0] != int64(1) {
+		t.Errorf("decode via registry: %+v %v", ev, err)
+	}
+	if _, err := d.Decode(ctx, &source.Record{Value: frame(2, []byte{0})}); reason(err) != quarantine.UnknownSchemaID ||
+		!strings.HasPrefix(err.(*quarantine.Error).Msg, "value: ") {
+		t.Errorf("decode unknown id: %v", err)
+	}
+	if _, err := d.Decode(ctx, &source.Record{Value: frame(3, []byte{0})}); !quarantine.IsTransient(err) {
+		t.Errorf("decode 500: %v", err)
+	}
+}
+
+func TestSRClientRegistryTLS(t *testing.T) {
+	srv, _ := fakeRegistry(t, true)
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	reg := NewSRClientRegistry(srv.URL+"/apis/ccompat/v7/", WithBasicAuth("sink", "s3cret"),
+		WithTLSConfig(&tls.Config{RootCAs: pool}))
+	if s, err := reg.Schema(context.Background(), 1); err != nil || s != keyAvsc {
+		t.Fatalf("tls: %q %v", s, err)
+	}
+	// without the CA the handshake fails: transient (configuration, not the record)
+	noCA := NewSRClientRegistry(srv.URL+"/apis/ccompat/v7", WithBasicAuth("sink", "s3cret"))
+	if _, err := noCA.Schema(context.Background(), 1); !quarantine.IsTransient(err) {
+		t.Errorf("no CA: %v", err)
+	}
+}
