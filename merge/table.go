@@ -367,6 +367,11 @@ func fieldIndex(s *schema.StructType, name string) int {
 // with the changes the merge refuses; if it fails nothing is committed. A
 // batch whose changes and offsets the table already reflects commits nothing.
 func (t *Table) Apply(ctx context.Context, b *Batch, reject func(ctx context.Context, batchID int64, rs []Reject) error) (*Result, error) {
+	// Another process (a second sink instance, optimize, purge) may have
+	// committed since our last look: plan against the current table.
+	if err := t.Refresh(ctx); err != nil {
+		return nil, err
+	}
 	var lastErr error
 	for attempt := 0; attempt < t.opts.MaxCommitAttempts; attempt++ {
 		res, err := t.applyOnce(ctx, b, reject)
@@ -535,6 +540,15 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 	res.Committed = true
 	res.Version = v
 	res.BatchID = batchID
+	if v != t.st.version+1 {
+		// Another writer committed in between (a blind append or a
+		// compaction that does not conflict with us): our in-memory index
+		// may point at files it removed, so rebuild it from the table.
+		if err := t.reload(ctx); err != nil {
+			return nil, err
+		}
+		return res, nil
+	}
 	t.afterCommit(v, plan, b, batchID)
 	return res, nil
 }

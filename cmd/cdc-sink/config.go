@@ -23,7 +23,8 @@ import (
 // overridden by a flag named after its dotted path (--kafka.brokers) and by
 // an environment variable CDC_SINK_<PATH> (CDC_SINK_KAFKA_BROKERS), with
 // precedence flag > env > file > default. Lists are comma-separated and maps
-// are k=v,k=v in flags and env vars.
+// are k=v,k=v in flags and env vars; a map given there is merged into the
+// file's map entry by entry (the same precedence per entry).
 type Config struct {
 	Sink  string    `yaml:"sink" doc:"sink name: txn appId, table owner, consumer group default, quarantine topic prefix"`
 	Kafka KafkaConf `yaml:"kafka"`
@@ -173,7 +174,13 @@ func setLeaf(l leaf, s string) error {
 	case []string:
 		v.Set(reflect.ValueOf(splitNonEmpty(s, ",")))
 	case map[string]string:
+		// Merged entry by entry into the map from the file (or a lower
+		// precedence source): CDC_SINK_KAFKA_PROPERTIES=sasl.password=...
+		// must not drop the file's security.protocol.
 		m := map[string]string{}
+		for k, v := range v.Interface().(map[string]string) {
+			m[k] = v
+		}
 		for _, kv := range splitNonEmpty(s, ",") {
 			k, val, ok := strings.Cut(kv, "=")
 			if !ok {
@@ -183,8 +190,11 @@ func setLeaf(l leaf, s string) error {
 		}
 		v.Set(reflect.ValueOf(m))
 	case map[string][]string:
-		// topic=col1|col2,topic2=col
+		// topic=col1|col2,topic2=col, merged like map[string]string
 		m := map[string][]string{}
+		for k, v := range v.Interface().(map[string][]string) {
+			m[k] = v
+		}
 		for _, kv := range splitNonEmpty(s, ",") {
 			k, val, ok := strings.Cut(kv, "=")
 			if !ok {
@@ -249,10 +259,8 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (*C
 		if err != nil {
 			return nil, fmt.Errorf("config: %w", err)
 		}
-		dec := yaml.NewDecoder(strings.NewReader(string(b)))
-		dec.KnownFields(true)
-		if err := dec.Decode(&cfg); err != nil && !errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("config %s: %w", *file, err)
+		if err := applyYAML(&cfg, *file, b); err != nil {
+			return nil, err
 		}
 	}
 	ls = leaves(&cfg)
@@ -281,6 +289,78 @@ func loadConfig(args []string, getenv func(string) string, stderr io.Writer) (*C
 		return nil, err
 	}
 	return &cfg, nil
+}
+
+// applyYAML sets the keys present in a YAML configuration file. Scalars are
+// parsed like flags and environment variables (sizes such as 64MiB,
+// durations such as 1s), and every error names the dotted key and the line.
+func applyYAML(cfg *Config, file string, b []byte) error {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return fmt.Errorf("config %s: %w", file, err)
+	}
+	if len(doc.Content) == 0 {
+		return nil // empty file
+	}
+	byPath := map[string]leaf{}
+	sections := map[string]bool{}
+	for _, l := range leaves(cfg) {
+		byPath[l.path] = l
+		for p := l.path; strings.Contains(p, "."); {
+			p = p[:strings.LastIndex(p, ".")]
+			sections[p] = true
+		}
+	}
+	var walk func(prefix string, n *yaml.Node) error
+	walk = func(prefix string, n *yaml.Node) error {
+		if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+			return nil // "section:" with nothing under it
+		}
+		if n.Kind != yaml.MappingNode {
+			what := "the file"
+			if prefix != "" {
+				what = "config key " + prefix
+			}
+			return fmt.Errorf("%s (%s line %d): want a mapping of keys", what, file, n.Line)
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			path := k.Value
+			if prefix != "" {
+				path = prefix + "." + k.Value
+			}
+			if l, ok := byPath[path]; ok {
+				if err := setYAMLLeaf(l, v); err != nil {
+					return fmt.Errorf("config key %s (%s line %d): %w", path, file, v.Line, err)
+				}
+				continue
+			}
+			if sections[path] {
+				if err := walk(path, v); err != nil {
+					return err
+				}
+				continue
+			}
+			return fmt.Errorf("config key %s (%s line %d): unknown key", path, file, k.Line)
+		}
+		return nil
+	}
+	return walk("", doc.Content[0])
+}
+
+func setYAMLLeaf(l leaf, n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
+		l.v.Set(reflect.Zero(l.v.Type()))
+		return nil
+	}
+	switch l.v.Interface().(type) {
+	case []string, map[string]string, map[string][]string:
+		return n.Decode(l.v.Addr().Interface())
+	}
+	if n.Kind != yaml.ScalarNode {
+		return errors.New("want a single value")
+	}
+	return setLeaf(l, n.Value)
 }
 
 var sinkNameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
@@ -353,18 +433,27 @@ func (c *Config) Redacted() map[string]any {
 	cp := *c
 	for _, l := range leaves(&cp) {
 		val := l.v.Interface()
-		if redact.IsSecretKey(l.path) {
-			if s, ok := val.(string); ok && s != "" {
+		switch v := val.(type) {
+		case string:
+			// Credentials can also hide in values (a registry URL with user:pass@).
+			if redact.IsSecretKey(l.path) && v != "" {
 				val = "***"
+			} else {
+				val = redact.String(v)
 			}
-		}
-		if m, ok := val.(map[string]string); ok {
+		case []string:
+			vv := make([]string, len(v))
+			for i, s := range v {
+				vv[i] = redact.String(s)
+			}
+			val = vv
+		case map[string]string:
 			mm := map[string]string{}
-			for k, v := range m {
+			for k, s := range v {
 				if redact.IsSecretKey(k) {
-					v = "***"
+					s = "***"
 				}
-				mm[k] = v
+				mm[k] = redact.String(s)
 			}
 			val = mm
 		}

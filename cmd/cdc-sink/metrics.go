@@ -27,6 +27,7 @@ type metrics struct {
 	lag         *prometheus.GaugeVec
 	tableVer    *prometheus.GaugeVec
 	batchErrors prometheus.Counter
+	quarErrors  prometheus.Counter
 	batches     prometheus.Counter
 
 	mu       sync.Mutex
@@ -54,6 +55,7 @@ func newMetrics(sink string) *metrics {
 	m.lag = f.gaugeVec("cdcsink_consumer_lag", "Records between the consumer position and the high watermark.", "topic", "partition")
 	m.tableVer = f.gaugeVec("cdcsink_table_version", "Delta table version after the last commit.", "table")
 	m.batchErrors = f.counter("cdcsink_batch_errors_total", "Batches that failed (and were retried or stopped the sink).")
+	m.quarErrors = f.counter("cdcsink_quarantine_write_errors_total", "Failed quarantine writes (retried; the batch waits).")
 	m.batches = f.counter("cdcsink_batches_total", "Micro-batches applied.")
 	m.reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
@@ -197,6 +199,17 @@ func parseTS(s string) time.Time {
 
 func (m *metrics) batchFailed(err error) {
 	m.batchErrors.Inc()
+	m.mu.Lock()
+	m.lastErr = redactText(err.Error())
+	m.failures++
+	m.mu.Unlock()
+}
+
+// quarantineFailed records a failed quarantine write. The pipeline retries it
+// inside the batch, so the batch itself has not failed (yet): without this,
+// a sink stuck on an unavailable quarantine topic would look ready.
+func (m *metrics) quarantineFailed(err error) {
+	m.quarErrors.Inc()
 	m.mu.Lock()
 	m.lastErr = redactText(err.Error())
 	m.failures++

@@ -69,7 +69,7 @@ type quarSource struct {
 func (q *quarSource) register(fs *flag.FlagSet) {
 	fs.StringVar(&q.file, "file", "", "quarantine file (kcat -J lines with an \"error\" object)")
 	fs.StringVar(&q.brokers, "brokers", "", "Kafka bootstrap servers of the quarantine topic")
-	fs.StringVar(&q.topic, "topic", "", "with --brokers: the quarantine topic (default <sink>.quarantine is not guessed: give it); with --file: same as --source-topic")
+	fs.StringVar(&q.topic, "topic", "", "with --brokers: the quarantine topic (usually <sink>.quarantine); with --file: same as --source-topic")
 	fs.Var(&q.reasons, "reason", "only these reason classes (repeatable or comma-separated)")
 	fs.Var(&q.sourceTopics, "source-topic", "only records from these source topics (repeatable or comma-separated)")
 	fs.Var(&q.sinks, "sink", "only records quarantined by these sink names")
@@ -511,7 +511,7 @@ func quarRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var q quarSource
 	q.register(fs)
 	table := fs.String("table", "", "Delta table directory to apply the records to")
-	sink := fs.String("sink-name", "", "sink name for the redrive's own progress txns (default <table owner>-redrive)")
+	sink := fs.String("sink-name", "", "sink name for the redrive's own progress txns (default <table owner>-redrive). Not the live sink's name: its per-partition offsets would jump past records it has not applied (docs/runbook.md)")
 	requar := fs.String("requarantine", "", "file to append the records that fail again (required; never the input)")
 	var keyCols multiFlag
 	fs.Var(&keyCols, "key-columns", "TABLE=col1,col2 key columns for records with a null key (repeatable)")

@@ -87,6 +87,7 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 			return err
 		}
 	}
+	qw = observedWriter{Writer: qw, m: m}
 	defer qw.Close()
 	reg, err := openRegistry(cfg.Reg)
 	if err != nil {
@@ -174,6 +175,21 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 	}
 	logger.Info("cdc-sink stopped", "summary", prog.summary())
 	return nil
+}
+
+// observedWriter reports failed quarantine writes to /readyz and /metrics
+// (the pipeline retries them until they succeed, holding the batch).
+type observedWriter struct {
+	quarantine.Writer
+	m *metrics
+}
+
+func (w observedWriter) Write(ctx context.Context, entries []quarantine.Entry) error {
+	err := w.Writer.Write(ctx, entries)
+	if err != nil && ctx.Err() == nil {
+		w.m.quarantineFailed(err)
+	}
+	return err
 }
 
 // seekHandler seeks every newly assigned partition to the offset recorded in

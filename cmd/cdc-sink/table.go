@@ -29,6 +29,7 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		{"optimize", "compact small files and files with deletion vectors (no logical change)", tableOptimize},
 		{"purge-tombstones", "remove tombstone rows older than --older-than (default 168h)", tablePurge},
 		{"vacuum", "delete unreferenced files older than --retention (dry run unless --dry-run=false)", tableVacuum},
+		{"cleanup-log", "delete log files older than delta.logRetentionDuration that a checkpoint covers", tableCleanupLog},
 	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintln(stderr, "usage: cdc-sink table <subcommand> DIR [flags]")
@@ -45,7 +46,7 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return s.run(ctx, args[1:], stdout, stderr)
 		}
 	}
-	return &exitError{code: 2, msg: fmt.Sprintf("cdc-sink table: unknown subcommand %q (show, info, optimize, purge-tombstones, vacuum)", args[0])}
+	return &exitError{code: 2, msg: fmt.Sprintf("cdc-sink table: unknown subcommand %q (show, info, optimize, purge-tombstones, vacuum, cleanup-log)", args[0])}
 }
 
 // parseArgs parses flags that may come before or after the positional
@@ -459,4 +460,25 @@ func tableVacuum(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fmt.Fprintf(w, "deleted %d files (v%d, retention %s)\n", len(res.Files), res.Version, *retention)
 	}
 	return w.Flush()
+}
+
+func tableCleanupLog(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("table cleanup-log", stderr)
+	dir, err := oneDir(fs, args)
+	if err != nil {
+		return err
+	}
+	t, err := tablerows.Open(ctx, dir)
+	if err != nil {
+		return err
+	}
+	deleted, err := delta.CleanupLog(ctx, t.Delta, time.Now())
+	for _, k := range deleted {
+		fmt.Fprintln(stdout, k)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "deleted %d log files older than %s (delta.logRetentionDuration) covered by a checkpoint\n", len(deleted), t.Snap.LogRetention())
+	return nil
 }

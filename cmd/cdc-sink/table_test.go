@@ -27,33 +27,33 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
-func ver(lsn uint64) versioning.Version {
+func mkVer(lsn uint64) versioning.Version {
 	return versioning.Version{Phase: versioning.PhaseStream, Commit: lsn, LSN: lsn}
 }
 
-func typ(k normalize.Kind) normalize.Type { return normalize.Type{Kind: k} }
+func mkType(k normalize.Kind) normalize.Type { return normalize.Type{Kind: k} }
 
 // allTypesSchema has one column of every Delta type cdc-sink writes.
 var allTypesSchema = &normalize.Schema{Columns: []normalize.ColumnDef{
-	{Name: "id", Type: typ(normalize.Long)},
-	{Name: "name", Type: typ(normalize.String), Nullable: true},
+	{Name: "id", Type: mkType(normalize.Long)},
+	{Name: "name", Type: mkType(normalize.String), Nullable: true},
 	{Name: "amount", Type: normalize.Type{Kind: normalize.Decimal, Precision: 12, Scale: 2}, Nullable: true},
 	{Name: "rate", Type: normalize.Type{Kind: normalize.Decimal, Precision: 10, Scale: 4}, Nullable: true},
-	{Name: "price", Type: typ(normalize.Double), Nullable: true},
-	{Name: "ratio", Type: typ(normalize.Float), Nullable: true},
-	{Name: "qty", Type: typ(normalize.Integer), Nullable: true},
-	{Name: "small", Type: typ(normalize.Short), Nullable: true},
-	{Name: "tiny", Type: typ(normalize.Byte), Nullable: true},
-	{Name: "active", Type: typ(normalize.Boolean), Nullable: true},
-	{Name: "born", Type: typ(normalize.Date), Nullable: true},
-	{Name: "created", Type: typ(normalize.Timestamp), Nullable: true},
-	{Name: "local", Type: typ(normalize.TimestampNTZ), Nullable: true},
-	{Name: "data", Type: typ(normalize.Binary), Nullable: true},
+	{Name: "price", Type: mkType(normalize.Double), Nullable: true},
+	{Name: "ratio", Type: mkType(normalize.Float), Nullable: true},
+	{Name: "qty", Type: mkType(normalize.Integer), Nullable: true},
+	{Name: "small", Type: mkType(normalize.Short), Nullable: true},
+	{Name: "tiny", Type: mkType(normalize.Byte), Nullable: true},
+	{Name: "active", Type: mkType(normalize.Boolean), Nullable: true},
+	{Name: "born", Type: mkType(normalize.Date), Nullable: true},
+	{Name: "created", Type: mkType(normalize.Timestamp), Nullable: true},
+	{Name: "local", Type: mkType(normalize.TimestampNTZ), Nullable: true},
+	{Name: "data", Type: mkType(normalize.Binary), Nullable: true},
 	{Name: "tags", Type: normalize.Type{Kind: normalize.Array, Elem: &normalize.Type{Kind: normalize.String}}, Nullable: true},
 	{Name: "attrs", Type: normalize.Type{Kind: normalize.Map, Key: &normalize.Type{Kind: normalize.String}, Val: &normalize.Type{Kind: normalize.Long}}, Nullable: true},
 	{Name: "addr", Type: normalize.Type{Kind: normalize.Struct, Fields: []normalize.ColumnDef{
-		{Name: "city", Type: typ(normalize.String), Nullable: true},
-		{Name: "zip", Type: typ(normalize.Integer), Nullable: true}}}, Nullable: true},
+		{Name: "city", Type: mkType(normalize.String), Nullable: true},
+		{Name: "zip", Type: mkType(normalize.Integer), Nullable: true}}}, Nullable: true},
 }}
 
 // allTypesRow is the row of id with every column set (the id picks a few values).
@@ -67,12 +67,12 @@ func allTypesRow(id int64, name, amount string) []any {
 		[]any{"Lisboa", int32(1000)}}
 }
 
-func upsert(id int64, row []any, v versioning.Version) *normalize.Change {
+func thingUpsert(id int64, row []any, v versioning.Version) *normalize.Change {
 	return &normalize.Change{Op: normalize.OpUpsert, SourceOp: 'c', KeyNames: []string{"id"}, Key: []any{id},
 		Schema: allTypesSchema, Row: row, Version: v}
 }
 
-func del(id int64, v versioning.Version) *normalize.Change {
+func thingDelete(id int64, v versioning.Version) *normalize.Change {
 	return &normalize.Change{Op: normalize.OpDelete, SourceOp: 'd', KeyNames: []string{"id"}, Key: []any{id},
 		Schema: allTypesSchema, Row: make([]any, len(allTypesSchema.Columns)), Version: v}
 }
@@ -107,12 +107,12 @@ func applyChanges(t *testing.T, dir, sink string, next int64, cs ...*normalize.C
 func buildThings(t *testing.T, dir string) {
 	t.Helper()
 	applyChanges(t, dir, "things", 3,
-		upsert(1, allTypesRow(1, "one", "12.30"), ver(10)),
-		upsert(2, allTypesRow(2, "two", "-0.05"), ver(11)),
-		upsert(3, allTypesRow(3, "three", "1000"), ver(12)))
+		thingUpsert(1, allTypesRow(1, "one", "12.30"), mkVer(10)),
+		thingUpsert(2, allTypesRow(2, "two", "-0.05"), mkVer(11)),
+		thingUpsert(3, allTypesRow(3, "three", "1000"), mkVer(12)))
 	applyChanges(t, dir, "things", 5,
-		upsert(2, allTypesRow(2, "two v2", "2.00"), ver(20)),
-		del(3, ver(21)))
+		thingUpsert(2, allTypesRow(2, "two v2", "2.00"), mkVer(20)),
+		thingDelete(3, mkVer(21)))
 }
 
 const wantRow1 = `{"id":1,"name":"one","amount":"12.30","rate":"0.0500","price":1.5,"ratio":0.25,"qty":7,"small":-3,"tiny":1,"active":true,` +
@@ -136,7 +136,7 @@ func TestTableShow(t *testing.T) {
 		}},
 		{"tombstones hidden", []string{"table", "show", dir, "--columns", "id,name,_cdc_deleted"}, 0, func(t *testing.T, out string) {
 			want := `{"id":1,"name":"one","_cdc_deleted":false}` + "\n" + `{"id":2,"name":"two v2","_cdc_deleted":false}` + "\n"
-			if sortLines(out) != want {
+			if sortedLines(out) != want {
 				t.Errorf("got\n%s", out)
 			}
 		}},
@@ -144,7 +144,7 @@ func TestTableShow(t *testing.T) {
 			want := `{"id":1,"amount":"12.30","_cdc_deleted":false,"_cdc_op":"c"}` + "\n" +
 				`{"id":2,"amount":"2.00","_cdc_deleted":false,"_cdc_op":"c"}` + "\n" +
 				`{"id":3,"amount":null,"_cdc_deleted":true,"_cdc_op":"d"}` + "\n"
-			if sortLines(out) != want {
+			if sortedLines(out) != want {
 				t.Errorf("got\n%s", out)
 			}
 		}},
@@ -154,11 +154,10 @@ func TestTableShow(t *testing.T) {
 			}
 		}},
 		{"table format", []string{"table", "show", dir, "--format", "table", "--columns", "id,name,amount,created,tags"}, 0, func(t *testing.T, out string) {
-			// Rows come in file order (the updated 2 lives in the newer file).
+			// Rows come in file order (the updated 2 lives in the newer file): sort them.
 			lines := strings.SplitAfter(out, "\n")
 			if len(lines) == 6 {
-				lines[2], lines[3] = sortLines(lines[2] + lines[3])[:len(lines[3])], sortLines(lines[2] + lines[3])[len(lines[3]):]
-				out = strings.Join(lines, "")
+				out = lines[0] + lines[1] + sortedLines(lines[2]+lines[3]) + lines[4]
 			}
 			want := "id  name    amount  created                      tags\n" +
 				"--  ------  ------  ---------------------------  ------------\n" +
@@ -192,7 +191,7 @@ func TestTableShow(t *testing.T) {
 	}
 }
 
-func sortLines(s string) string {
+func sortedLines(s string) string {
 	ls := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
 	sort.Strings(ls)
 	return strings.Join(ls, "\n") + "\n"
@@ -200,7 +199,9 @@ func sortLines(s string) string {
 
 // Golden tables written by Spark: row counts (and decimal values) agree with delta-rs.
 func TestTableShowGolden(t *testing.T) {
-	for _, name := range []string{"basic-decimal-table", "dv-partitioned-with-checkpoint", "data-reader-primitives", "decimal-various-scale-precision"} {
+	for _, name := range []string{"basic-decimal-table", "dv-partitioned-with-checkpoint", "data-reader-primitives", "decimal-various-scale-precision",
+		"data-reader-map", "data-reader-array-primitives", "data-reader-nested-struct", "data-reader-partition-values", "dv-with-columnmapping",
+		"kernel-timestamp-INT96", "data-reader-timestamp_ntz", "multi-part-checkpoint"} {
 		t.Run(name, func(t *testing.T) {
 			dir := filepath.Join("/work/shared/delta-golden", name)
 			if _, err := os.Stat(dir); err != nil {
@@ -247,17 +248,13 @@ func TestTableShowGolden(t *testing.T) {
 	}
 }
 
-// canonKey renders the columns both readers print identically (numbers,
-// strings that are not timestamps) in sorted key order.
+// canonKey renders the scalar columns (numbers, strings, booleans, nulls)
+// in sorted key order, values made comparable by canonValue.
 func canonKey(m map[string]any) string {
 	keys := make([]string, 0, len(m))
 	for k, v := range m {
-		switch x := v.(type) {
-		case string:
-			if strings.Contains(x, "T") && strings.HasSuffix(x, "Z") {
-				continue // our timestamps are RFC 3339; delta-rs gives micros
-			}
-		case json.Number, bool, nil:
+		switch v.(type) {
+		case string, json.Number, bool, nil:
 		default:
 			continue
 		}
@@ -266,14 +263,14 @@ func canonKey(m map[string]any) string {
 	sort.Strings(keys)
 	var b strings.Builder
 	for _, k := range keys {
-		b.WriteString(k + "=" + stringify(m[k]) + ";")
+		b.WriteString(k + "=" + canonValue(m[k]) + ";")
 	}
 	return b.String()
 }
 
 // stringify compares numbers as float64 and decimal strings by value
 // (python prints small decimals as 0E-10).
-func stringify(v any) string {
+func canonValue(v any) string {
 	switch x := v.(type) {
 	case json.Number:
 		if f, err := x.Float64(); err == nil {
@@ -283,6 +280,13 @@ func stringify(v any) string {
 	case string:
 		if d, err := decimal.NewFromString(x); err == nil {
 			return "dec:" + d.String()
+		}
+		// Our timestamps are RFC 3339 text; delta-rs gives microseconds.
+		for _, layout := range []string{"2006-01-02T15:04:05.999999Z07:00", "2006-01-02T15:04:05.999999"} {
+			if ts, err := time.Parse(layout, x); err == nil && len(x) >= 26 {
+				b, _ := json.Marshal(float64(ts.UnixMicro()))
+				return string(b)
+			}
 		}
 	}
 	b, _ := json.Marshal(v)
@@ -318,7 +322,7 @@ func showAll(t *testing.T, dir string) string {
 	if code != 0 {
 		t.Fatalf("show: exit %d: %s", code, errOut)
 	}
-	return sortLines(out)
+	return sortedLines(out)
 }
 
 func TestTableOptimizePurgeVacuum(t *testing.T) {
@@ -361,7 +365,7 @@ func TestTableOptimizePurgeVacuum(t *testing.T) {
 	if rs := deltacheck.ReadDeltaRS(t, dir, ""); len(rs.Rows) != 3 {
 		t.Fatalf("delta-rs reads %d rows", len(rs.Rows))
 	}
-	res := applyChanges(t, dir, "things", 7, upsert(1, allTypesRow(1, "one v2", "1.00"), ver(30)), upsert(3, allTypesRow(3, "zombie", "1"), ver(5)))
+	res := applyChanges(t, dir, "things", 7, thingUpsert(1, allTypesRow(1, "one v2", "1.00"), mkVer(30)), thingUpsert(3, allTypesRow(3, "zombie", "1"), mkVer(5)))
 	if res.Updated != 1 || res.Stale != 1 {
 		t.Fatalf("after optimize: %+v", res)
 	}
@@ -376,15 +380,44 @@ func TestTableOptimizePurgeVacuum(t *testing.T) {
 		t.Fatalf("purge: %d %s %s", code, out, errOut)
 	}
 	code, out, _ = runCLI(t, "table", "show", dir, "--include-deleted", "--columns", "id,name")
-	if code != 0 || sortLines(out) != `{"id":1,"name":"one v2"}`+"\n"+`{"id":2,"name":"two v2"}`+"\n" {
+	if code != 0 || sortedLines(out) != `{"id":1,"name":"one v2"}`+"\n"+`{"id":2,"name":"two v2"}`+"\n" {
 		t.Fatalf("after purge: %s", out)
 	}
 	if rs := deltacheck.ReadDeltaRS(t, dir, ""); len(rs.Rows) != 2 {
 		t.Fatalf("delta-rs reads %d rows after purge", len(rs.Rows))
 	}
 	// The trade-off: an old change for the purged key now recreates it.
-	res = applyChanges(t, dir, "things", 8, upsert(3, allTypesRow(3, "resurrected", "1"), ver(6)))
+	res = applyChanges(t, dir, "things", 8, thingUpsert(3, allTypesRow(3, "resurrected", "1"), mkVer(6)))
 	if res.Inserted != 1 {
 		t.Fatalf("expected the documented resurrection after purge: %+v", res)
+	}
+}
+
+// cleanup-log deletes commits older than the log retention once a checkpoint covers them.
+func TestTableCleanupLog(t *testing.T) {
+	dir := t.TempDir()
+	for i := int64(1); i <= 12; i++ { // checkpoint at v10 (interval 10)
+		applyChanges(t, dir, "things", i, thingUpsert(i, allTypesRow(i, "x", "1.00"), mkVer(uint64(i))))
+	}
+	code, out, _ := runCLI(t, "table", "cleanup-log", dir)
+	if code != 0 || !strings.Contains(out, "deleted 0 log files") {
+		t.Fatalf("young log: %d %s", code, out)
+	}
+	old := time.Now().Add(-40 * 24 * time.Hour)
+	logs, _ := filepath.Glob(filepath.Join(dir, "_delta_log", "000*"))
+	for _, f := range logs {
+		if b := filepath.Base(f); b < "00000000000000000010" || strings.HasPrefix(b, "00000000000000000010.checkpoint") {
+			if err := os.Chtimes(f, old, old); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	code, out, errOut := runCLI(t, "table", "cleanup-log", dir)
+	if code != 0 || !strings.Contains(out, "deleted 10 log files") {
+		t.Fatalf("cleanup: %d %s %s", code, out, errOut)
+	}
+	code, out, _ = runCLI(t, "table", "show", dir, "--columns", "id")
+	if code != 0 || strings.Count(out, "\n") != 12 {
+		t.Fatalf("table after cleanup: %d %s", code, out)
 	}
 }

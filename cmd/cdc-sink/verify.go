@@ -453,6 +453,9 @@ func pgCanon(v any, dt schema.DataType) (string, error) {
 				return strconv.FormatUint(uint64(x), 10), nil
 			case pgtype.Time: // Debezium MicroTime
 				return strconv.FormatInt(x.Microseconds, 10), nil
+			case pgtype.Interval: // Debezium MicroDuration: a month is 30.4375 days
+				us := x.Microseconds + int64(x.Days)*86400e6 + int64(float64(x.Months)*30.4375*86400e6)
+				return strconv.FormatInt(us, 10), nil
 			case time.Time: // a date/timestamp the table stores as a number
 				return strconv.FormatInt(x.UnixMicro(), 10), nil
 			}
