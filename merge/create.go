@@ -58,7 +58,7 @@ func (t *Table) create(ctx context.Context, first *normalize.Change) error {
 	}
 	proto := &delta.Protocol{MinReaderVersion: 3, MinWriterVersion: 7,
 		ReaderFeatures: []string{"deletionVectors"},
-		WriterFeatures: []string{"deletionVectors", "domainMetadata"}}
+		WriterFeatures: []string{"deletionVectors", "domainMetadata", "invariants"}}
 	if usesNTZ(sc) {
 		proto.ReaderFeatures = append(proto.ReaderFeatures, "timestampNtz")
 		proto.WriterFeatures = append(proto.WriterFeatures, "timestampNtz")

@@ -102,3 +102,46 @@ func ByKey(rows []map[string]any, key string) map[string]map[string]any {
 	}
 	return out
 }
+
+// ReadSpark reads the tables with pyspark + delta-spark (one Spark session
+// for all of them: startup dominates) and returns them by directory.
+// Version is not reported (-1).
+func ReadSpark(t testing.TB, dirs ...string) map[string]Table {
+	t.Helper()
+	args := append([]string{filepath.Join(RepoRoot(), "scripts", "spark_rows.py")}, dirs...)
+	cmd := exec.Command(Python(t), args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("spark read failed: %v\n%s", err, tail(stderr.String(), 4000))
+	}
+	res := map[string]Table{}
+	var cur string
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		var h struct {
+			Table   string   `json:"table"`
+			Count   int      `json:"count"`
+			Columns []string `json:"columns"`
+		}
+		if bytes.HasPrefix(line, []byte(`{"table":`)) && json.Unmarshal(line, &h) == nil && h.Table != "" {
+			cur = h.Table
+			res[cur] = Table{Version: -1, Columns: h.Columns}
+			continue
+		}
+		tb := res[cur]
+		tb.Rows = append(tb.Rows, string(line))
+		res[cur] = tb
+	}
+	return res
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
