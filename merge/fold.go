@@ -40,6 +40,11 @@ type Final struct {
 	// supplied a value; NeedStored is then true.
 	Row        []any
 	NeedStored bool
+	// FillKey, when set, is the old key of a primary-key change this row
+	// came from: unavailable TOAST values are filled from that key's stored
+	// row (if live and older than FillBefore), never from this key's own.
+	FillKey    string
+	FillBefore versioning.Version
 	// Op is the op letter to record in _cdc_op.
 	Op byte
 	// Truncated is true when the row is a tombstone produced by a truncate.
@@ -88,6 +93,15 @@ func Fold(changes []*normalize.Change, stored func(key string) Stored) *Folded {
 		}
 		g.idx = append(g.idx, i)
 	}
+	// Primary-key changes: the image each key had right before each of its
+	// deletes (by the delete's version), and for each new key the old key its
+	// current image came from (see fillFromOldKeys).
+	type imageAt struct {
+		schema *normalize.Schema
+		row    []any
+	}
+	beforeDelete := map[string]map[versioning.Version]imageAt{}
+	movedFrom := map[string]*normalize.Change{}
 	for _, g := range order {
 		slices.SortStableFunc(g.idx, func(a, b int) int {
 			return changes[a].Version.Compare(changes[b].Version)
@@ -132,10 +146,25 @@ func Fold(changes []*normalize.Change, stored func(key string) Stored) *Folded {
 			}
 			f.Outcomes[i] = Applied
 			if c.Op == normalize.OpDelete {
+				if cur != nil && cur.Op != normalize.OpDelete && curRow != nil {
+					m := beforeDelete[g.key]
+					if m == nil {
+						m = map[versioning.Version]imageAt{}
+						beforeDelete[g.key] = m
+					}
+					m[c.Version] = imageAt{cur.Schema, curRow}
+				}
+				delete(movedFrom, g.key)
 				// A tombstone keeps the last image seen in this batch; otherwise
 				// only the key (before images of REPLICA IDENTITY DEFAULT carry
 				// defaults, not values, in non-key columns).
 				curRow = deleteImage(c, cur, curRow)
+			} else if len(c.OldKey) > 0 {
+				// The create half of a primary-key change: its unavailable
+				// values belong to the old key's row, not to an earlier
+				// incarnation of this key.
+				curRow = image(c, nil, nil)
+				movedFrom[g.key] = c
 			} else {
 				curRow = image(c, cur, curRow)
 			}
@@ -152,7 +181,58 @@ func Fold(changes []*normalize.Change, stored func(key string) Stored) *Folded {
 			f.Finals = append(f.Finals, fin)
 		}
 	}
+	// Fill what the moved rows still lack from the old key: its image right
+	// before the delete half of the same change (same version) when this
+	// batch had one, else (fillFromStored) the old key's stored row.
+	for _, fin := range f.Finals {
+		mv := movedFrom[fin.Key]
+		if mv == nil || !fin.NeedStored || fin.Deleted {
+			continue
+		}
+		oldKey := string(AppendKey(nil, mv.OldKey))
+		if img, ok := beforeDelete[oldKey][mv.Version]; ok {
+			fin.Row = fillByName(fin.Row, fin.Change.Schema, img.row, img.schema)
+			fin.NeedStored = hasUnavailable(fin.Row)
+		}
+		if fin.NeedStored {
+			fin.FillKey, fin.FillBefore = oldKey, mv.Version
+		}
+	}
 	return f
+}
+
+func hasUnavailable(row []any) bool {
+	for _, v := range row {
+		if normalize.IsUnavailable(v) {
+			return true
+		}
+	}
+	return false
+}
+
+// fillByName returns row with its unavailable values replaced by src's
+// values of the same column name (a copy when anything changed).
+func fillByName(row []any, schema *normalize.Schema, src []any, srcSchema *normalize.Schema) []any {
+	out := row
+	copied := false
+	for j, v := range row {
+		if !normalize.IsUnavailable(v) {
+			continue
+		}
+		k := j
+		if srcSchema != schema {
+			k = srcSchema.Index(schema.Columns[j].Name)
+		}
+		if k < 0 || k >= len(src) {
+			continue
+		}
+		if !copied {
+			out = slices.Clone(row)
+			copied = true
+		}
+		out[j] = src[k]
+	}
+	return out
 }
 
 // image is the row stored for c: its own values, with unavailable TOAST

@@ -2,7 +2,12 @@ package merge
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cdcsink/cdc-sink/internal/deltacheck"
@@ -221,5 +226,33 @@ func TestTableTwoWritersInterleaved(t *testing.T) {
 	}
 	if o, _ := c.NextOffset("t", 1); o != 2 {
 		t.Errorf("partition 1 offset %d", o)
+	}
+}
+
+// Regression (found by the Spark check of the e2e suite): NOT NULL columns
+// are invariants to Delta; a writer-v7 table must list the invariants
+// feature or Spark refuses to open it (DELTA_FEATURES_PROTOCOL_METADATA_MISMATCH).
+func TestCreatedProtocolListsInvariants(t *testing.T) {
+	dir := t.TempDir()
+	tb := openT(t, dir)
+	if _, err := tb.Apply(context.Background(), batchOf("t", 1, ch(1, 'c', "A", "1.00", v(1))), noReject(t)); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "_delta_log", "00000000000000000000.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var proto struct {
+		Protocol struct{ WriterFeatures []string } `json:"protocol"`
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, `{"protocol"`) {
+			if err := json.Unmarshal([]byte(line), &proto); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if !slices.Contains(proto.Protocol.WriterFeatures, "invariants") {
+		t.Fatalf("writerFeatures %v lack invariants", proto.Protocol.WriterFeatures)
 	}
 }

@@ -179,20 +179,27 @@ func buildRecord(sc *arrow.Schema, rows [][]any) (arrow.Record, error) {
 // fillFromStored replaces Unavailable markers with the stored row's values.
 func (t *Table) fillFromStored(ctx context.Context, finals []*Final) error {
 	need := map[int32][]*Final{}
+	from := map[*Final]int64{} // row of the stored row that fills f, in its file
 	for _, f := range finals {
 		if !f.NeedStored {
 			continue
 		}
-		l, ok := t.st.index[f.Key]
-		if !ok || l.deleted {
+		key := f.Key
+		if f.FillKey != "" {
+			// A primary-key change: the old key's row holds the values.
+			key = f.FillKey
+		}
+		l, ok := t.st.index[key]
+		if !ok || l.deleted || (f.FillKey != "" && !l.ver.Less(f.FillBefore)) {
 			continue // nothing stored: written as null
 		}
 		need[l.file] = append(need[l.file], f)
+		from[f] = int64(l.row)
 	}
 	for file, fs := range need {
 		rowIdx := make([]int64, len(fs))
 		for i, f := range fs {
-			rowIdx[i] = int64(t.st.index[f.Key].row)
+			rowIdx[i] = from[f]
 		}
 		vals, err := t.ops.readRows(ctx, t.st, file, rowIdx)
 		if err != nil {
