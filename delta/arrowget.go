@@ -130,6 +130,9 @@ func mapCol(s *array.Struct, name string) func(i int) map[string]*string {
 			return nil
 		}
 		st, en := m.ValueOffsets(i)
+		if en <= st {
+			return nil // empty: writers normalise nil to {}
+		}
 		out := make(map[string]*string, en-st)
 		for j := int(st); j < int(en); j++ {
 			k, _ := keys(j)
@@ -211,9 +214,12 @@ func dvCol(s *array.Struct, name string) func(i int) *DeletionVector {
 	}
 }
 
+// optInt allocates only for present values (nulls are the common case).
 func optInt(v int64, ok bool) *int64 {
 	if !ok {
 		return nil
 	}
-	return &v
+	p := new(int64)
+	*p = v
+	return p
 }

@@ -17,6 +17,7 @@ import (
 // cpSink receives the actions of a checkpoint file. Pointers passed to it
 // are only valid during the call (the reader reuses them).
 type cpSink interface {
+	grow(rows int64) // capacity hint: rows in the file
 	add(a *Add)
 	remove(r *Remove)
 	txn(t Txn)
@@ -80,10 +81,14 @@ func readCheckpointFrom(ctx context.Context, name string, r parquet.ReaderAtSeek
 	if len(leaves) == 0 {
 		return fmt.Errorf("%w: checkpoint %s has none of the action columns", ErrCorruptLog, name)
 	}
+	if err := validateChunks(pr, leaves, size); err != nil {
+		return fmt.Errorf("%w: checkpoint %s: %v", ErrCorruptLog, name, err)
+	}
 	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: 64 << 10}, memory.DefaultAllocator)
 	if err != nil {
 		return fmt.Errorf("%w: checkpoint %s: %v", ErrCorruptLog, name, err)
 	}
+	sink.grow(pr.NumRows())
 	rr, err := fr.GetRecordReader(ctx, leaves, nil)
 	if err != nil {
 		return fmt.Errorf("%w: checkpoint %s: %v", ErrCorruptLog, name, err)
@@ -258,6 +263,43 @@ func decodeCheckpointBatch(fields []arrow.Field, cols []arrow.Array, n int, sink
 			}
 			if s, ok := p(i); ok {
 				sink.sidecar(s)
+			}
+		}
+	}
+	return nil
+}
+
+// validateChunks checks column-chunk offsets against the file size before
+// pqarrow opens them: pqarrow opens struct children in goroutines, where a
+// panic on a corrupt offset could not be recovered and would kill the process.
+func validateChunks(pr *file.Reader, leaves []int, size int64) error {
+	md := pr.MetaData()
+	if md.NumRows < 0 {
+		return fmt.Errorf("negative row count")
+	}
+	for rg := 0; rg < md.NumRowGroups(); rg++ {
+		rgm := md.RowGroup(rg)
+		if rgm.NumRows() < 0 {
+			return fmt.Errorf("row group %d: negative row count", rg)
+		}
+		for _, leaf := range leaves {
+			if leaf >= rgm.NumColumns() {
+				return fmt.Errorf("row group %d: missing column chunk %d", rg, leaf)
+			}
+			col, err := rgm.ColumnChunk(leaf)
+			if err != nil {
+				return fmt.Errorf("row group %d column %d: %v", rg, leaf, err)
+			}
+			start := col.DataPageOffset()
+			if col.HasDictionaryPage() && col.DictionaryPageOffset() > 0 && start > col.DictionaryPageOffset() {
+				start = col.DictionaryPageOffset()
+			}
+			n := col.TotalCompressedSize()
+			if start < 0 || n < 0 || start > size || n > size || start+n > size {
+				return fmt.Errorf("row group %d column %d: chunk [%d,+%d) outside file of %d bytes", rg, leaf, start, n, size)
+			}
+			if col.NumValues() < 0 || col.TotalUncompressedSize() < 0 {
+				return fmt.Errorf("row group %d column %d: negative sizes", rg, leaf)
 			}
 		}
 	}

@@ -32,15 +32,15 @@ var (
 	cpBatchSz = 64 << 10
 )
 
-func nf(name string, t arrow.DataType) arrow.Field { return arrow.Field{Name: name, Type: t, Nullable: true} }
+func nf(name string, t arrow.DataType) arrow.Field {
+	return arrow.Field{Name: name, Type: t, Nullable: true}
+}
 
 // cpBuilder wraps the record builder with typed appenders.
 type cpBuilder struct {
 	rb *array.RecordBuilder
 	n  int
 }
-
-func sb(b array.Builder, i int) array.Builder { return b.(*array.StructBuilder).FieldBuilder(i) }
 
 func appStr(b array.Builder, s string, valid bool) {
 	if !valid {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io/fs"
 	"time"
+
+	"github.com/cdcsink/cdc-sink/delta/schema"
 )
 
 // EngineVersion is reported in commitInfo.engineInfo as "cdc-sink/<EngineVersion>".
@@ -95,7 +97,6 @@ type Transaction struct {
 	appTxns  []Txn
 	readTxns map[string]bool
 	readAll  bool
-	other    []Action
 
 	// MaxAttempts bounds retries (default DefaultMaxAttempts).
 	MaxAttempts int
@@ -103,6 +104,9 @@ type Transaction struct {
 	SkipCheckpoint bool
 	// Now overrides the clock (tests).
 	Now func() time.Time
+	// CheckpointErr is set by Commit when the automatic checkpoint failed
+	// (the commit itself succeeded).
+	CheckpointErr error
 }
 
 // Begin starts a transaction reading snap.
@@ -232,6 +236,15 @@ func (tx *Transaction) validate() error {
 	if err := checkWriteSupported(&p, &m); err != nil {
 		return err
 	}
+	if tx.metadata != nil {
+		st, err := schema.Parse(m.SchemaString)
+		if err != nil {
+			return fmt.Errorf("new metaData: %w", err)
+		}
+		if err := st.Validate(); err != nil {
+			return fmt.Errorf("new metaData: %w", err)
+		}
+	}
 	if len(tx.domains) > 0 && !p.HasFeature("domainMetadata") {
 		return &UnsupportedFeatureError{Feature: "domainMetadata (not enabled in table protocol: add writer feature domainMetadata, writer version 7)"}
 	}
@@ -348,7 +361,8 @@ func (tx *Transaction) checkConflict(winner int64, acts []Action) error {
 // the next version, up to MaxAttempts. A logical conflict returns a
 // *ConflictError (errors.Is(err, ErrConflict)). After success it writes a
 // checkpoint when version % delta.checkpointInterval == 0; a checkpoint
-// failure does not fail the commit (see CommitResult via LastCheckpointError).
+// failure does not fail the commit (readers fall back to older checkpoints
+// and replay); it is reported in tx.CheckpointErr.
 func (tx *Transaction) Commit(ctx context.Context, op string, params map[string]any) (int64, error) {
 	if err := tx.validate(); err != nil {
 		return -1, fmt.Errorf("commit %s: %w", op, err)
@@ -395,9 +409,12 @@ func (tx *Transaction) Commit(ctx context.Context, op string, params map[string]
 			interval = s.CheckpointInterval()
 		}
 		if v%interval == 0 {
-			if snap, err := tx.table.SnapshotAt(ctx, v); err == nil {
-				_ = WriteCheckpoint(ctx, snap) // best effort: readers never depend on it
+			// best effort: readers never depend on a checkpoint existing
+			snap, err := tx.table.SnapshotAt(ctx, v)
+			if err == nil {
+				err = WriteCheckpoint(ctx, snap)
 			}
+			tx.CheckpointErr = err
 		}
 	}
 	return v, nil

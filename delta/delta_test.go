@@ -389,7 +389,9 @@ func TestCommitValidation(t *testing.T) {
 
 func TestConflictMatrix(t *testing.T) {
 	type setup func(s *Snapshot) *Transaction
-	blind := func(s *Snapshot) *Transaction { return s.Begin().Add(add(fmt.Sprintf("n-%d.parquet", time.Now().UnixNano()))) }
+	blind := func(s *Snapshot) *Transaction {
+		return s.Begin().Add(add(fmt.Sprintf("n-%d.parquet", time.Now().UnixNano())))
+	}
 	rmBase := func(s *Snapshot) *Transaction { return s.Begin().Remove(RemoveFile(s.Files()[0], time.Now())) }
 	rewrite := func(s *Snapshot) *Transaction {
 		a := s.Files()[0]
@@ -407,6 +409,7 @@ func TestConflictMatrix(t *testing.T) {
 	domX := func(s *Snapshot) *Transaction { return blind(s).SetDomainMetadata("X", "1") }
 	domY := func(s *Snapshot) *Transaction { return blind(s).SetDomainMetadata("Y", "1") }
 	readAll := func(s *Snapshot) *Transaction { return blind(s).ReadWholeTable() }
+	readA := func(s *Snapshot) *Transaction { tx := blind(s); tx.TxnVersion("A"); return tx }
 	cases := []struct {
 		name            string
 		winner, loser   setup
@@ -423,6 +426,7 @@ func TestConflictMatrix(t *testing.T) {
 		{"blind vs metadata", blind, meta, false, ""},
 		{"txn A vs txn A", txnA, txnA, true, "appId \"A\""},
 		{"txn A vs txn B", txnA, txnB, false, ""},
+		{"txn A vs reader of A", txnA, readA, true, "appId \"A\""},
 		{"domain X vs X", domX, domX, true, "domain \"X\""},
 		{"domain X vs Y", domX, domY, false, ""},
 		{"blind vs whole-table reader", blind, readAll, true, "concurrent add"},
@@ -565,5 +569,36 @@ func TestPermissions(t *testing.T) {
 		if st.Mode().Perm()&0o007 != 0 {
 			t.Fatalf("%s is world-accessible: %v", p, st.Mode())
 		}
+	}
+}
+
+func TestCorruptCheckpointFallback(t *testing.T) {
+	ctx := context.Background()
+	tb, dir := newTable(t, Protocol{}, map[string]string{"delta.checkpointInterval": "3"})
+	for i := 1; i <= 7; i++ {
+		commit(t, snap(t, tb).Begin().Add(add(fmt.Sprintf("f%d", i))).SetAppTransaction("a", int64(i)))
+	}
+	logd := filepath.Join(dir, "_delta_log")
+	truncate := func(v int64) {
+		p := filepath.Join(logd, checkpointName(v))
+		b, _ := os.ReadFile(p)
+		os.WriteFile(p, b[:len(b)/2], 0o640)
+	}
+	truncate(6) // partial newest checkpoint: use v3's
+	s := snap(t, tb)
+	if s.Version() != 7 || s.CheckpointVersion() != 3 || len(s.Files()) != 7 {
+		t.Fatalf("v%d cp%d files %d", s.Version(), s.CheckpointVersion(), len(s.Files()))
+	}
+	if v, _ := s.TxnVersion("a"); v != 7 {
+		t.Fatal(v)
+	}
+	truncate(3) // no good checkpoint: replay from v0
+	if s = snap(t, tb); s.CheckpointVersion() != -1 || len(s.Files()) != 7 {
+		t.Fatalf("cp%d files %d", s.CheckpointVersion(), len(s.Files()))
+	}
+	os.Remove(filepath.Join(logd, commitName(1))) // and the history is gone: clear error
+	_, err := tb.Snapshot(ctx)
+	if !errors.Is(err, ErrCorruptLog) || !strings.Contains(err.Error(), "checkpoint v6") {
+		t.Fatalf("%v", err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"path"
 	"sort"
 	"strings"
@@ -186,6 +185,14 @@ type snapSink struct {
 	sidecars []string
 }
 
+func (s *snapSink) grow(rows int64) {
+	if rows > 0 && rows < 1<<28 && int64(cap(s.snap.files)-len(s.snap.files)) < rows {
+		f := make([]Add, len(s.snap.files), int64(len(s.snap.files))+rows)
+		copy(f, s.snap.files)
+		s.snap.files = f
+	}
+}
+
 func (s *snapSink) add(a *Add) {
 	if len(s.cs.files) > 0 {
 		if _, ok := s.cs.files[a.Key()]; ok {
@@ -222,6 +229,7 @@ func (s *snapSink) sidecar(p string)     { s.sidecars = append(s.sidecars, p) }
 
 // feedActions sends JSON-form actions (v2 JSON checkpoint) into a sink.
 func feedActions(actions []Action, sink cpSink) {
+	sink.grow(int64(len(actions)))
 	for i := range actions {
 		a := &actions[i]
 		switch {
@@ -309,13 +317,59 @@ func (t *Table) load(ctx context.Context, target int64) (*Snapshot, error) {
 	} else if target > latest {
 		return nil, fmt.Errorf("snapshot at v%d: version does not exist (latest is v%d)", target, latest)
 	}
-	var cp *checkpointRef
+	cp := newestCheckpoint(l, target, target+1)
+	snap, err := t.replay(ctx, l, cp, target)
+	var ce *checkpointError
+	if err == nil || !errors.As(err, &ce) {
+		return snap, err
+	}
+	// The checkpoint is unreadable (e.g. partially written by a writer on a
+	// store without atomic puts): fall back to older checkpoints, then to
+	// plain replay, as long as the needed commits still exist.
+	files, lerr := t.store.List(ctx, t.Key(logDir), "")
+	if lerr != nil {
+		return nil, err
+	}
+	full := parseLogListing(t.Key(logDir), files)
+	for below := cp.version; ; {
+		older := newestCheckpoint(full, target, below)
+		s2, err2 := t.replay(ctx, full, older, target)
+		if err2 == nil {
+			return s2, nil
+		}
+		if older == nil || !errors.As(err2, &ce) {
+			return nil, err
+		}
+		below = older.version
+	}
+}
+
+// newestCheckpoint returns the newest checkpoint with version <= target and
+// < below, or nil.
+func newestCheckpoint(l logListing, target, below int64) *checkpointRef {
 	for i := len(l.checkpoints) - 1; i >= 0; i-- {
-		if l.checkpoints[i].version <= target {
-			cp = &l.checkpoints[i]
-			break
+		if v := l.checkpoints[i].version; v <= target && v < below {
+			return &l.checkpoints[i]
 		}
 	}
+	return nil
+}
+
+// checkpointError marks a checkpoint that could not be read (so load may
+// fall back to an older one).
+type checkpointError struct {
+	version int64
+	err     error
+}
+
+func (e *checkpointError) Error() string {
+	return fmt.Sprintf("read checkpoint v%d: %v", e.version, e.err)
+}
+func (e *checkpointError) Unwrap() error { return e.err }
+
+// replay builds the snapshot at target from checkpoint cp (nil: from v0)
+// plus the commits after it.
+func (t *Table) replay(ctx context.Context, l logListing, cp *checkpointRef, target int64) (*Snapshot, error) {
 	start := int64(0)
 	if cp != nil {
 		start = cp.version + 1
@@ -341,7 +395,10 @@ func (t *Table) load(ctx context.Context, target int64) (*Snapshot, error) {
 	if cp != nil {
 		snap.checkpointVersion = cp.version
 		if err := t.readCheckpoint(ctx, *cp, sink); err != nil {
-			return nil, fmt.Errorf("read checkpoint v%d: %w", cp.version, err)
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			return nil, &checkpointError{version: cp.version, err: err}
 		}
 	}
 	// newer commit state wins over the checkpoint
@@ -542,7 +599,3 @@ func (s *Snapshot) ColumnMappingMode() string {
 	}
 	return "none"
 }
-
-var errNotFound = fs.ErrNotExist
-
-func isNotExist(err error) bool { return errors.Is(err, errNotFound) }

@@ -25,8 +25,9 @@ type Storage interface {
 	Get(ctx context.Context, key string) ([]byte, error)
 	// Open opens an object for random access reads (parquet footers).
 	Open(ctx context.Context, key string) (ReadAtCloser, int64, error)
-	// List returns the objects directly inside dir whose base name is >= from,
-	// sorted by name. A missing dir returns an empty list and no error.
+	// List returns the entries directly inside dir whose base name is >= from,
+	// sorted by name (Size/ModTime/IsDir may be left zero: use Stat).
+	// A missing dir returns an empty list and no error.
 	List(ctx context.Context, dir, from string) ([]FileInfo, error)
 	// PutIfAbsent atomically creates key with data; if key exists it
 	// returns an error satisfying errors.Is(err, fs.ErrExist) and changes nothing.
@@ -121,22 +122,27 @@ func (s *LocalStorage) List(ctx context.Context, dir, from string) ([]FileInfo, 
 	if err != nil {
 		return nil, err
 	}
-	ents, err := os.ReadDir(p)
+	d, err := os.Open(p)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil
 		}
 		return nil, err
 	}
-	out := make([]FileInfo, 0, len(ents))
+	// Readdirnames: one allocation per name, no stat; the log can hold
+	// tens of thousands of entries and only those >= from are kept.
+	names, err := d.Readdirnames(-1)
+	d.Close()
+	if err != nil {
+		return nil, err
+	}
 	dir = strings.TrimSuffix(dir, "/")
-	for _, e := range ents {
-		name := e.Name()
+	out := make([]FileInfo, 0, 16)
+	for _, name := range names {
 		if name < from {
 			continue
 		}
-		fi := FileInfo{Name: name, Key: path.Join(dir, name), IsDir: e.IsDir()}
-		out = append(out, fi)
+		out = append(out, FileInfo{Name: name, Key: path.Join(dir, name)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil

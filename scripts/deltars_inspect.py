@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Independent Delta reader for cdc-sink's delta tests (delta-rs via `deltalake`).
 
-Usage: deltars_inspect.py TABLE... [--version N] [--app-ids a,b] [--rows]
+Usage: deltars_inspect.py TABLE[#VERSION]... [--version N] [--app-ids a,b] [--rows]
 
 Prints one JSON object per table (one line each, with "table") on stdout:
   {"ok": true, "version": N, "schema": <Spark schema JSON>, "files": [{"path", "size"}],
@@ -37,7 +37,11 @@ def inspect(table, args):
         import pyarrow as pa
         from deltalake import DeltaTable
 
-        dt = DeltaTable(table, version=args.version)
+        path, version = table, args.version
+        if "#" in table:
+            path, v = table.rsplit("#", 1)
+            version = int(v)
+        dt = DeltaTable(path, version=version)
         out["version"] = dt.version()
         out["schema"] = json.loads(dt.schema().to_json())
         p = dt.protocol()

@@ -54,6 +54,33 @@ func pyarrowRows(t testing.TB, path string, cols ...string) []map[string]any {
 	return rows
 }
 
+// pyarrowRowsMany reads several files in one Python process.
+func pyarrowRowsMany(t testing.TB, paths []string) map[string][]map[string]any {
+	t.Helper()
+	args := append([]string{filepath.Join(repoRoot(t), "scripts", "parquet_dump.py"), "--many"}, paths...)
+	cmd := exec.Command(pythonBin(t), args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("parquet_dump.py: %v\n%s\n(if pyarrow is missing: run scripts/venv.sh)", err, stderr.String())
+	}
+	res := map[string][]map[string]any{}
+	cur := ""
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<26)
+	for sc.Scan() {
+		m := decodeCanon(t, sc.Bytes())
+		if f, ok := m["__file__"].(string); ok && len(m) == 1 {
+			cur = f
+			res[cur] = []map[string]any{}
+			continue
+		}
+		res[cur] = append(res[cur], m)
+	}
+	return res
+}
+
 func decodeCanon(t testing.TB, b []byte) map[string]any {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()

@@ -117,6 +117,11 @@ func conform(ctx context.Context, mem memory.Allocator, arr arrow.Array, want ar
 		d := array.NewData(want, data.Len(), []*memory.Buffer{data.Buffers()[0], data.Buffers()[1]}, []arrow.ArrayData{ne.Data()}, data.NullN(), data.Offset())
 		defer d.Release()
 		return array.MakeFromData(d), nil
+	case *arrow.Decimal128Type:
+		if ht, ok := have.(*arrow.Decimal128Type); ok {
+			// Not compute's cast: it panics (on another goroutine) on corrupt values.
+			return rescaleDecimals(mem, arr.(*array.Decimal128), ht, wt)
+		}
 	case *arrow.TimestampType:
 		ht, ok := have.(*arrow.TimestampType)
 		if !ok {
@@ -230,4 +235,29 @@ func rescaleCompact(mem memory.Allocator, arr arrow.Array, have, want *arrow.Tim
 		return nil, fmt.Errorf("cannot compact timestamp array")
 	}
 	return rescaleTimestamps(mem, c, have, want)
+}
+
+func rescaleDecimals(mem memory.Allocator, arr *array.Decimal128, have, want *arrow.Decimal128Type) (arrow.Array, error) {
+	b := array.NewDecimal128Builder(mem, want)
+	defer b.Release()
+	b.Reserve(arr.Len())
+	for i := 0; i < arr.Len(); i++ {
+		if arr.IsNull(i) {
+			b.UnsafeAppendBoolToBitmap(false)
+			continue
+		}
+		v := arr.Value(i)
+		if !v.FitsInPrecision(have.Precision) {
+			return nil, fmt.Errorf("value does not fit %s", have)
+		}
+		out, err := v.Rescale(have.Scale, want.Scale)
+		if err != nil {
+			return nil, fmt.Errorf("cannot rescale %s to %s: %w", have, want, err)
+		}
+		if !out.FitsInPrecision(want.Precision) {
+			return nil, fmt.Errorf("value %s does not fit %s", v.ToString(have.Scale), want)
+		}
+		b.UnsafeAppend(out)
+	}
+	return b.NewArray(), nil
 }

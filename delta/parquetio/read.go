@@ -78,6 +78,7 @@ type colSource struct {
 	field    arrow.Field
 	fileName string        // file column name ("" = not in file)
 	constant scalar.Scalar // partition value (or null when missing)
+	i96      *int96Col     // top-level INT96 column read directly
 }
 
 // PanicError is returned when arrow-go panics on a corrupt file.
@@ -217,16 +218,24 @@ func ReadFile(ctx context.Context, r parquet.ReaderAtSeeker, size int64, readSch
 			cs.constant = sc
 		} else if idx := fieldIndexFold(fileSch, physicalName(f)); idx >= 0 {
 			cs.fileName = fileSch.Field(idx).Name
-			topIdx = append(topIdx, idx)
+			if sf := &fr.Manifest.Fields[idx]; sf.IsLeaf() && pf.MetaData().Schema.Column(sf.ColIndex).PhysicalType() == parquet.Types.Int96 {
+				descr := pf.MetaData().Schema.Column(sf.ColIndex)
+				if descr.MaxRepetitionLevel() != 0 {
+					return nil, fmt.Errorf("parquetio: %s: repeated INT96 column %q", name, cs.fileName)
+				}
+				cs.i96 = &int96Col{pf: pf, col: sf.ColIndex, maxDef: descr.MaxDefinitionLevel()}
+			} else {
+				topIdx = append(topIdx, idx)
+			}
 		} else {
 			cs.constant = scalar.MakeNullScalar(cs.field.Type)
 		}
 		rd.cols = append(rd.cols, cs)
 	}
 	if len(topIdx) > 0 {
-		leaves, err := fr.Manifest.GetFieldIndices(topIdx)
-		if err != nil {
-			return nil, fmt.Errorf("parquetio: %s: %w", name, err)
+		var leaves []int
+		for _, i := range topIdx {
+			leaves = appendLeaves(leaves, &fr.Manifest.Fields[i])
 		}
 		if len(leaves) > 0 && rd.total > 0 {
 			rr, err := fr.GetRecordReader(ctx, leaves, nil)
@@ -313,6 +322,14 @@ func (rd *RecordReader) next() (rec arrow.RecordBatch, err error) {
 		}
 	}()
 	for _, cs := range rd.cols {
+		if cs.i96 != nil {
+			a, err := cs.i96.read(rd.mem, n, cs.field.Type)
+			if err != nil {
+				return nil, fmt.Errorf("parquetio: %s: column %q: %w", rd.name, cs.field.Name, err)
+			}
+			cols = append(cols, a)
+			continue
+		}
 		if cs.fileName == "" {
 			a, err := scalar.MakeArrayFromScalar(cs.constant, int(n), rd.mem)
 			if err != nil {
@@ -324,6 +341,9 @@ func (rd *RecordReader) next() (rec arrow.RecordBatch, err error) {
 		idx := src.Schema().FieldIndices(cs.fileName)
 		if len(idx) == 0 {
 			return nil, fmt.Errorf("parquetio: %s: column %q missing from batch", rd.name, cs.fileName)
+		}
+		if err := validateArray(src.Column(idx[0])); err != nil {
+			return nil, fmt.Errorf("parquetio: %s: corrupt column %q: %w", rd.name, cs.field.Name, err)
 		}
 		a, err := conform(rd.ctx, rd.mem, src.Column(idx[0]), cs.field.Type)
 		if err != nil {
@@ -409,4 +429,14 @@ func ReadAll(ctx context.Context, r parquet.ReaderAtSeeker, size int64, readSche
 		}
 		out = append(out, rec)
 	}
+}
+
+func appendLeaves(dst []int, f *pqarrow.SchemaField) []int {
+	if f.IsLeaf() {
+		return append(dst, f.ColIndex)
+	}
+	for i := range f.Children {
+		dst = appendLeaves(dst, &f.Children[i])
+	}
+	return dst
 }

@@ -56,6 +56,10 @@ type WriteOptions struct {
 	StringPrefixLength int
 	// RowGroupRows caps the rows per Parquet row group (default 1<<20).
 	RowGroupRows int64
+	// DictionaryForAll keeps dictionary encoding on for top-level long,
+	// double and timestamp columns too (off by default: usually unique
+	// values, where the dictionary only costs time).
+	DictionaryForAll bool
 	// DisableStats skips statistics (FileStats.StatsJSON is then "").
 	DisableStats bool
 	// Allocator for arrow buffers (default memory.DefaultAllocator).
@@ -146,7 +150,7 @@ func NewWriter(ctx context.Context, w io.Writer, tbl *schema.StructType, opts Wr
 		mem = memory.DefaultAllocator
 	}
 	asch := schema.ToArrow(data)
-	props := parquet.NewWriterProperties(
+	popts := []parquet.WriterProperty{
 		parquet.WithCompression(codec),
 		parquet.WithStoreDecimalAsInteger(true),
 		parquet.WithDictionaryDefault(true),
@@ -154,7 +158,19 @@ func NewWriter(ctx context.Context, w io.Writer, tbl *schema.StructType, opts Wr
 		parquet.WithAllocator(mem),
 		parquet.WithMaxRowGroupLength(opts.RowGroupRows),
 		parquet.WithCreatedBy("cdc-sink (arrow-go parquet)"),
-	)
+	}
+	// Dictionary encoding pays off for strings and low-cardinality values but
+	// costs a hash lookup per value; wide numeric types (ids, timestamps,
+	// doubles, versions) are usually high-cardinality, so they go plain.
+	for _, f := range data.Fields {
+		switch f.Type {
+		case schema.Long, schema.Double, schema.Timestamp, schema.TimestampNTZ:
+			if !opts.DictionaryForAll {
+				popts = append(popts, parquet.WithDictionaryFor(f.Name, false))
+			}
+		}
+	}
+	props := parquet.NewWriterProperties(popts...)
 	cw := &countingWriter{w: w}
 	fw, err := pqarrow.NewFileWriter(asch, cw, props, pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(mem)))
 	if err != nil {

@@ -1,0 +1,88 @@
+package delta
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/RoaringBitmap/roaring/v2/roaring64"
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/cdcsink/cdc-sink/delta/dv"
+	"github.com/cdcsink/cdc-sink/delta/parquetio"
+)
+
+// WriteDataFile writes recs as a new Parquet data file (unique name, never
+// overwriting) under the table, in the Hive partition directory given by
+// partitionValues, and returns the add action to commit (with stats).
+// The file is invisible to readers until the add is committed.
+func (s *Snapshot) WriteDataFile(ctx context.Context, recs []arrow.RecordBatch, partitionValues map[string]*string) (Add, error) {
+	sch, err := s.Schema()
+	if err != nil {
+		return Add{}, err
+	}
+	var buf bytes.Buffer
+	st, err := parquetio.WriteFile(ctx, &buf, sch, recs, parquetio.WriteOptions{PartitionColumns: s.metadata.PartitionColumns})
+	if err != nil {
+		return Add{}, fmt.Errorf("write data file: %w", err)
+	}
+	dir := ""
+	for _, c := range s.metadata.PartitionColumns {
+		v := "__HIVE_DEFAULT_PARTITION__"
+		if p := partitionValues[c]; p != nil && *p != "" {
+			v = hiveEscape(*p)
+		}
+		dir += hiveEscape(c) + "=" + v + "/"
+	}
+	rel := dir + "part-00000-" + newUUID() + "-c000.snappy.parquet"
+	if err := s.table.store.PutIfAbsent(ctx, s.table.Key(rel), buf.Bytes()); err != nil {
+		return Add{}, fmt.Errorf("write data file %s: %w", rel, err)
+	}
+	pv := map[string]*string{}
+	for _, c := range s.metadata.PartitionColumns {
+		pv[c] = partitionValues[c]
+	}
+	return Add{Path: (&url.URL{Path: rel}).EscapedPath(), PartitionValues: pv, Size: int64(buf.Len()),
+		ModificationTime: time.Now().UnixMilli(), DataChange: true, Stats: st.StatsJSON}, nil
+}
+
+// hiveEscape escapes partition directory names like Hive/Spark do.
+func hiveEscape(s string) string {
+	var b []byte
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c == 0x7f || bytes.IndexByte([]byte("\"#%'*/:=?\\{[]^"), c) >= 0 {
+			b = append(b, fmt.Sprintf("%%%02X", c)...)
+			continue
+		}
+		b = append(b, c)
+	}
+	return string(b)
+}
+
+// WriteDeletionVector writes bm (deleted physical row indexes, which must
+// include any rows deleted by the file's current DV) as a new DV file and
+// returns its descriptor. To apply it, commit
+// Remove{old add incl. old DV} + Add{same path, DeletionVector: desc}.
+func (t *Table) WriteDeletionVector(ctx context.Context, bm *roaring64.Bitmap) (*DeletionVector, error) {
+	data, desc, err := dv.Write(bm)
+	if err != nil {
+		return nil, fmt.Errorf("write deletion vector: %w", err)
+	}
+	rel, err := desc.RelativePath()
+	if err != nil {
+		return nil, err
+	}
+	if err := t.store.PutIfAbsent(ctx, t.Key(rel), data); err != nil {
+		return nil, fmt.Errorf("write deletion vector %s: %w", rel, err)
+	}
+	return &desc, nil
+}
+
+// ReadDeletionVector loads the deleted-row bitmap of an add (empty when none).
+func (t *Table) ReadDeletionVector(ctx context.Context, d *DeletionVector) (*roaring64.Bitmap, error) {
+	fsys := dv.FSFunc(func(ctx context.Context, key string) ([]byte, error) { return t.store.Get(ctx, key) })
+	return dv.Read(ctx, fsys, t.path, d)
+}
