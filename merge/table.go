@@ -496,7 +496,8 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 	}
 	res.WriteMs = time.Since(writeStart).Milliseconds()
 	commitStart := time.Now()
-	trackerJSON, err := json.Marshal(b.Tracker)
+	tracker := mergeTracker(t.st.tracker, b)
+	trackerJSON, err := json.Marshal(tracker)
 	if err != nil {
 		return nil, err
 	}
@@ -555,6 +556,35 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 
 func ptr[T any](v T) *T { return &v }
 
+// mergeTracker is the versioning state to persist: the table's current
+// state, with only the partitions this batch covers replaced by the batch's.
+// Another instance owns the other partitions; their state must not be
+// overwritten with this process's (possibly older) view of them.
+func mergeTracker(stored []versioning.PartitionState, b *Batch) []versioning.PartitionState {
+	ours := map[TP]bool{}
+	for tp := range b.Offsets {
+		ours[tp] = true
+	}
+	out := make([]versioning.PartitionState, 0, len(stored)+len(b.Tracker))
+	for _, s := range stored {
+		if !ours[TP{s.Topic, s.Partition}] {
+			out = append(out, s)
+		}
+	}
+	for _, s := range b.Tracker {
+		if ours[TP{s.Topic, s.Partition}] {
+			out = append(out, s)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Topic != out[j].Topic {
+			return out[i].Topic < out[j].Topic
+		}
+		return out[i].Partition < out[j].Partition
+	})
+	return out
+}
+
 func (t *Table) fault(point string) error {
 	if t.opts.Fault == nil {
 		return nil
@@ -581,7 +611,7 @@ func (t *Table) afterCommit(v int64, p *plan, b *Batch, batchID int64) {
 			st.offsets[tp] = o
 		}
 	}
-	st.tracker = b.Tracker
+	st.tracker = mergeTracker(st.tracker, b)
 	for _, u := range p.dvUpdates {
 		fs := st.files[u.file]
 		fs.add = u.add

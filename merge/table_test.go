@@ -256,3 +256,30 @@ func TestCreatedProtocolListsInvariants(t *testing.T) {
 		t.Fatalf("writerFeatures %v lack invariants", proto.Protocol.WriterFeatures)
 	}
 }
+
+// Regression: a commit persists the versioning state of its own partitions
+// only; another instance's partitions keep their (newer) state.
+func TestTrackerStateOfOtherPartitionsKept(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	a, b := openT(t, dir), openT(t, dir)
+	stA := []versioning.PartitionState{{Topic: "t", Partition: 0, Epoch: 1, LastLSN: 50}}
+	btA := batchOf("t", 1, ch(1, 'c', "A", "1.00", v(1)))
+	btA.Tracker = stA
+	if _, err := a.Apply(ctx, btA, noReject(t)); err != nil {
+		t.Fatal(err)
+	}
+	// b's view of partition 0 is stale (epoch 0); it commits partition 1.
+	stB := []versioning.PartitionState{{Topic: "t", Partition: 0, Epoch: 0}, {Topic: "t", Partition: 1, Epoch: 0, LastLSN: 7}}
+	btB := batchOf("t", 1, ch(2, 'c', "B", "1.00", v(2)))
+	btB.Offsets = map[TP]int64{{"t", 1}: 1}
+	btB.Tracker = stB
+	if _, err := b.Apply(ctx, btB, noReject(t)); err != nil {
+		t.Fatal(err)
+	}
+	got := openT(t, dir).TrackerState()
+	want := []versioning.PartitionState{{Topic: "t", Partition: 0, Epoch: 1, LastLSN: 50}, {Topic: "t", Partition: 1, LastLSN: 7}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("tracker state %+v, want %+v", got, want)
+	}
+}

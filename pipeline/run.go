@@ -133,18 +133,17 @@ func (r *Runner) Run(ctx context.Context) error {
 }
 
 // flush processes the buffered records as one batch, retrying transient
-// failures until ctx ends; after cancellation it gets ShutdownGrace.
+// failures; once ctx is cancelled (before or during the batch) it gets
+// ShutdownGrace to finish.
 func (r *Runner) flush(ctx context.Context) error {
 	r.mu.Lock()
 	recs := r.buf
 	r.buf = nil
 	r.mu.Unlock()
-	bctx := ctx
-	if ctx.Err() != nil {
-		var cancel context.CancelFunc
-		bctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), r.ShutdownGrace)
-		defer cancel()
-	}
+	// A batch is finished even if ctx is cancelled while it runs (SIGTERM
+	// mid-batch): it gets ShutdownGrace from the cancellation on.
+	bctx, cancel := graceContext(ctx, r.ShutdownGrace)
+	defer cancel()
 	back := r.P.cfg.MinBackoff
 	for {
 		rep, err := r.P.Process(bctx, recs)
@@ -167,6 +166,30 @@ func (r *Runner) flush(ctx context.Context) error {
 		case <-time.After(back):
 		}
 		back = min(back*2, r.P.cfg.MaxBackoff)
+	}
+}
+
+// graceContext returns a context that is not cancelled with ctx but
+// grace after it (or by the returned cancel).
+func graceContext(ctx context.Context, grace time.Duration) (context.Context, context.CancelFunc) {
+	bctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var (
+		mu    sync.Mutex
+		timer *time.Timer
+	)
+	stop := context.AfterFunc(ctx, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		timer = time.AfterFunc(grace, cancel)
+	})
+	return bctx, func() {
+		stop()
+		mu.Lock()
+		if timer != nil {
+			timer.Stop()
+		}
+		mu.Unlock()
+		cancel()
 	}
 }
 

@@ -164,34 +164,39 @@ func TestRuntimeKillRestartMidStream(t *testing.T) {
 }
 
 // Two instances in one group share the topic's partitions and the table;
-// the second joins while the first consumes, then the first leaves.
+// the second joins while the first consumes, then the first leaves. Records
+// are produced throughout, in phases tied to those steps so that each
+// instance is sure to have work.
 func TestRuntimeRebalanceTwoInstances(t *testing.T) {
 	s := testStream(22, 1800, 300, 3, 8)
 	const sink = "rt-rebal"
 	_, brokers := newKfake(t, 3, sink+".quarantine")
 	lake := t.TempDir()
 	dir := tableDir(lake)
-	produced := gatedProducer(t, brokers, dir, chunks(s.Records, 12))
+	cs := chunks(s.Records, 12)
+	owned := func(r *running) int { return r.log.count("partition assigned") - r.log.count("partition revoked") }
 
+	phase1 := gatedProducer(t, brokers, dir, cs[:4])
 	a := startSink(t, "A", testConfig(brokers, lake, sink), runHooks{})
-	waitUntil(t, time.Minute, "A to own all 3 partitions and commit", func() bool {
-		return a.log.count("partition assigned") == 3 && diskVersion(dir) >= 1
-	})
+	waitUntil(t, time.Minute, "A to own all 3 partitions", func() bool { return owned(a) == 3 })
+	waitProduced(t, phase1)
 	b := startSink(t, "B", testConfig(brokers, lake, sink), runHooks{})
 	waitUntil(t, time.Minute, "B to be assigned partitions taken from A", func() bool {
-		return b.log.count("partition assigned") >= 1 && a.log.count("partition revoked") >= 1
+		return owned(b) >= 1 && owned(a)+owned(b) == 3
 	})
+	phase2 := gatedProducer(t, brokers, dir, cs[4:8])
 	waitUntil(t, time.Minute, "B to apply records while A still runs", func() bool {
 		return progressOf(t, b.addr).Totals["records"] > 0
 	})
-	aRecs := progressOf(t, a.addr).Totals["records"]
 	from := diskVersion(dir)
 	waitUntil(t, time.Minute, "two more versions with both instances", func() bool { return diskVersion(dir) >= from+2 })
+	aRecs := progressOf(t, a.addr).Totals["records"]
 	if err, _ := a.stop(t, time.Minute); err != nil {
 		t.Fatalf("A: %v", err)
 	}
-	waitUntil(t, time.Minute, "B to own all 3 partitions", func() bool { return b.log.count("partition assigned") == 3 })
-	waitProduced(t, produced)
+	waitUntil(t, time.Minute, "B to own all 3 partitions", func() bool { return owned(b) == 3 })
+	waitProduced(t, phase2)
+	waitProduced(t, gatedProducer(t, brokers, dir, cs[8:]))
 	end := endOffsets(s)
 	waitUntil(t, 2*time.Minute, "the table to reach the end offsets", func() bool { return caughtUp(t, dir, sink, end) })
 	bRecs := progressOf(t, b.addr).Totals["records"]
@@ -199,13 +204,64 @@ func TestRuntimeRebalanceTwoInstances(t *testing.T) {
 		t.Fatalf("B: %v", err)
 	}
 	const conflict = "concurrent commit won, re-planning batch"
-	t.Logf("A applied %d records (at least), B %d; %d produced; commit conflicts re-planned: A %d, B %d",
+	t.Logf("A applied %d records, B %d; %d produced; commit conflicts re-planned: A %d, B %d",
 		aRecs, bRecs, len(s.Records), a.log.count(conflict), b.log.count(conflict))
 	if aRecs == 0 || bRecs == 0 {
 		t.Errorf("both instances should have applied records: A %d, B %d", aRecs, bRecs)
 	}
 	checkTable(t, dir, sink, s)
 	checkQuarantineCoords(t, brokers, sink+".quarantine", s)
+}
+
+// Two instances process a re-snapshot (dbzgen Resnapshot: op=r rows that
+// start a new versioning epoch in their partition), then one leaves and the
+// other takes over its partitions and applies the changes that follow.
+//
+// Regression: every commit used to write the whole versioning-tracker domain
+// (cdcsink.tracker.<sink>) from the committing instance's in-memory view,
+// including partitions another instance owns, so each instance overwrote the
+// other's newer per-partition state (here: the epoch bumped by the
+// re-snapshot). The instance taking the partitions over then assigned the old
+// epoch to later changes and the version guard dropped them (52 keys wrong
+// with this seed). merge now persists only the batch's own partitions
+// (merge.TestTrackerStateOfOtherPartitionsKept).
+func TestRuntimeRebalanceResnapshot(t *testing.T) {
+	s := dbzgen.Generate(dbzgen.Config{Seed: 23, Prefix: "loja", Schema: "public", Table: "orders",
+		Partitions: 3, Keys: 300 + 1800/4, Events: 1800, SnapshotRows: 300, Tombstones: true,
+		TxSize: 4, InFlightAtSnapshot: true, ToastEvery: 7, Resnapshot: true})
+	const sink = "rt-resnap"
+	_, brokers := newKfake(t, 3, sink+".quarantine")
+	lake := t.TempDir()
+	dir := tableDir(lake)
+	cs := chunks(s.Records, 12) // the re-snapshot is in chunks 9-10
+	owned := func(r *running) int { return r.log.count("partition assigned") - r.log.count("partition revoked") }
+
+	phase1 := gatedProducer(t, brokers, dir, cs[:2])
+	a := startSink(t, "A", testConfig(brokers, lake, sink), runHooks{})
+	waitUntil(t, time.Minute, "A to own all 3 partitions", func() bool { return owned(a) == 3 })
+	waitProduced(t, phase1)
+	b := startSink(t, "B", testConfig(brokers, lake, sink), runHooks{})
+	waitUntil(t, time.Minute, "B to be assigned partitions taken from A", func() bool {
+		return owned(b) >= 1 && owned(a)+owned(b) == 3
+	})
+	waitProduced(t, gatedProducer(t, brokers, dir, cs[2:11]))
+	var through []*source.Record
+	for _, c := range cs[:11] {
+		through = append(through, c...)
+	}
+	mid := endOffsets(&dbzgen.Stream{Records: through})
+	waitUntil(t, time.Minute, "both to apply the re-snapshot", func() bool { return caughtUp(t, dir, sink, mid) })
+	if err, _ := a.stop(t, time.Minute); err != nil {
+		t.Fatalf("A: %v", err)
+	}
+	waitUntil(t, time.Minute, "B to own all 3 partitions", func() bool { return owned(b) == 3 })
+	waitProduced(t, gatedProducer(t, brokers, dir, cs[11:]))
+	end := endOffsets(s)
+	waitUntil(t, time.Minute, "the table to reach the end offsets", func() bool { return caughtUp(t, dir, sink, end) })
+	if err, _ := b.stop(t, time.Minute); err != nil {
+		t.Fatalf("B: %v", err)
+	}
+	checkTable(t, dir, sink, s)
 }
 
 // The quarantine record is the original record byte for byte (key, value,
@@ -302,20 +358,29 @@ func TestRuntimeQuarantineByteExact(t *testing.T) {
 	}
 }
 
-// gateWriter holds the first quarantine Write until release is closed.
+// gateWriter holds quarantine Write number skip+1 until release is closed
+// (or its ctx ends).
 type gateWriter struct {
 	quarantine.Writer
-	once    sync.Once
+	skip    int // writes let through before the gated one
+	mu      sync.Mutex
+	writes  int
 	entered chan []quarantine.Entry
 	release chan struct{}
 }
 
 func (g *gateWriter) Write(ctx context.Context, es []quarantine.Entry) error {
-	first := false
-	g.once.Do(func() { first = true })
-	if first {
+	g.mu.Lock()
+	g.writes++
+	gated := g.writes == g.skip+1
+	g.mu.Unlock()
+	if gated {
 		g.entered <- es
-		<-g.release
+		select {
+		case <-g.release:
+		case <-ctx.Done():
+			return quarantine.Transient(fmt.Errorf("gate: %w", ctx.Err()))
+		}
 	}
 	return g.Writer.Write(ctx, es)
 }
@@ -375,6 +440,58 @@ func TestRuntimeShutdownDuringBatch(t *testing.T) {
 		}
 	}
 	checkPrefixConsistent(t, dir, sink, s)
+
+	r2 := startSink(t, "restart", cfg, runHooks{})
+	end := endOffsets(s)
+	waitUntil(t, time.Minute, "the restart to reach the end offsets", func() bool { return caughtUp(t, dir, sink, end) })
+	if err, _ := r2.stop(t, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	checkTable(t, dir, sink, s)
+	checkQuarantineCoords(t, brokers, qtopic, s)
+}
+
+// A batch that cannot finish within the shutdown grace is abandoned: runSink
+// returns (an error) soon after the grace, nothing of the batch is
+// committed, and a restart completes to the model.
+func TestRuntimeShutdownGraceExceeded(t *testing.T) {
+	s := testStream(45, 600, 150, 3, 6)
+	const sink = "rt-grace"
+	qtopic := sink + ".quarantine"
+	_, brokers := newKfake(t, 3, qtopic)
+	lake := t.TempDir()
+	dir := tableDir(lake)
+	if err := newProducer(t, brokers).produce(s.Records); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(brokers, lake, sink)
+	cfg.Merge.ShutdownGrace = time.Second
+	qw, err := openQuarantine(cfg, newLogger(cfg.Log, &logSink{tag: "q"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := &gateWriter{Writer: qw, skip: 1, entered: make(chan []quarantine.Entry, 1), release: make(chan struct{})}
+	r := startSink(t, "sink", cfg, runHooks{Quarantine: gate})
+	select {
+	case <-gate.entered:
+	case <-time.After(time.Minute):
+		t.Fatal("no batch reached the quarantine write")
+	}
+	before, vBefore := tableProgress(t, dir, sink)
+	err, took := r.stop(t, cfg.Merge.ShutdownGrace+15*time.Second)
+	t.Logf("stuck batch: runSink returned %v after %v", err, took.Round(time.Millisecond))
+	if err == nil {
+		t.Errorf("runSink returned nil although its last batch was abandoned")
+	}
+	if took < cfg.Merge.ShutdownGrace {
+		t.Errorf("returned after %v, before the %v grace", took, cfg.Merge.ShutdownGrace)
+	}
+	after, vAfter := tableProgress(t, dir, sink)
+	if vAfter != vBefore || fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("the abandoned batch changed the table: version %d → %d, offsets %v → %v", vBefore, vAfter, before, after)
+	}
+	checkPrefixConsistent(t, dir, sink, s)
+	close(gate.release)
 
 	r2 := startSink(t, "restart", cfg, runHooks{})
 	end := endOffsets(s)

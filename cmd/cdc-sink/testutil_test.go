@@ -28,6 +28,7 @@ import (
 	"github.com/cdcsink/cdc-sink/internal/deltacheck"
 	"github.com/cdcsink/cdc-sink/merge"
 	"github.com/cdcsink/cdc-sink/source"
+	"github.com/cdcsink/cdc-sink/versioning"
 )
 
 // testTopic is the topic dbzgen streams use in these tests.
@@ -46,7 +47,13 @@ func testStream(seed int64, events, snapshot, partitions, malformed int) *dbzgen
 // and the given single-partition quarantine topics.
 func newKfake(t *testing.T, partitions int, quarantineTopics ...string) (*kfake.Cluster, []string) {
 	t.Helper()
-	opts := []kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(int32(partitions), testTopic)}
+	return newKfakeWith(t, nil, partitions, quarantineTopics...)
+}
+
+// newKfakeWith is newKfake with extra cluster options.
+func newKfakeWith(t *testing.T, extra []kfake.Opt, partitions int, quarantineTopics ...string) (*kfake.Cluster, []string) {
+	t.Helper()
+	opts := append([]kfake.Opt{kfake.NumBrokers(1), kfake.SeedTopics(int32(partitions), testTopic)}, extra...)
 	if len(quarantineTopics) > 0 {
 		opts = append(opts, kfake.SeedTopics(1, quarantineTopics...))
 	}
@@ -319,6 +326,24 @@ func checkTable(t *testing.T, dir, sink string, s *dbzgen.Stream) {
 	want := s.Expected()
 	if bad := compareExpected(rows, want); bad != "" {
 		t.Errorf("table differs from the source model: %s", bad)
+	}
+	// Every key holds the version of its final change (the model's source
+	// position), not just equal values.
+	for _, r := range rows {
+		k := fmt.Sprint(r["id"])
+		w, ok := want[k]
+		if !ok {
+			continue // compareExpected reported it
+		}
+		vs, _ := r["_cdc_source_version"].(string)
+		v, err := versioning.ParseVersion(vs)
+		if err != nil {
+			t.Errorf("key %s: _cdc_source_version %q: %v", k, vs, err)
+			continue
+		}
+		if v.Commit != w.Commit || v.LSN != w.LSN || (v.Phase == versioning.PhaseSnapshot) != w.Snapshot {
+			t.Errorf("key %s: version %s, the model's final change is commit %x lsn %x snapshot %v", k, vs, w.Commit, w.LSN, w.Snapshot)
+		}
 	}
 	offs, ver := tableProgress(t, dir, sink)
 	end := endOffsets(s)
