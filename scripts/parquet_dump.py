@@ -13,6 +13,7 @@ row (keys sorted), values canonicalised so Go can produce the same form:
   struct        -> object, list -> array, map -> array of [key, value]
 
 Usage: parquet_dump.py FILE [COLUMN ...]
+       parquet_dump.py --many FILE...   (each file's rows preceded by {"__file__": FILE})
 """
 import json
 import sys
@@ -79,8 +80,16 @@ def canon(v, t):
 
 
 def main():
-    path, cols = sys.argv[1], sys.argv[2:] or None
-    table = pq.read_table(path, columns=cols)
+    if sys.argv[1] == "--many":
+        for path in sys.argv[2:]:
+            sys.stdout.write(json.dumps({"__file__": path}, ensure_ascii=False) + "\n")
+            dump(path, None)
+        return
+    dump(sys.argv[1], sys.argv[2:] or None)
+
+
+def dump(path, cols):
+    table = pq.read_table(path, columns=cols, coerce_int96_timestamp_unit="us")
     out_cols = []
     for name, col in zip(table.column_names, table.columns):
         t = col.type

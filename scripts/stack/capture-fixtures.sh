@@ -105,6 +105,8 @@ EOF
   echo "kafka=$(curl -fsS "$CONNECT_URL/" | python3 -c 'import json,sys; print(json.load(sys.stdin)["version"])')"
   echo "debezium=$(curl -fsS "$CONNECT_URL/connector-plugins" | python3 -c 'import json,sys; print([p["version"] for p in json.load(sys.stdin) if "Postgres" in p["class"]][0])')"
   echo "postgres=$("${psql[@]}" -qAt -c 'SHOW server_version')"
+  echo "registry=$(curl -fsS "$REGISTRY_URL/apis/registry/v2/system/info" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["name"], d["version"])')"
+  # shellcheck disable=SC2010
   echo "apicurio_converter=$(ls "$STACK_DIR/connect/plugins/apicurio-converter/" | grep -o 'utils-converter-.*\.jar' | sed 's/utils-converter-//; s/\.jar//')"
   echo "kcat=$(kcat -V 2>&1 | grep -o 'kcat - .*\|Version .*' | head -n2 | tr '\n' ' ')"
 } >"$out/VERSIONS"

@@ -1,4 +1,4 @@
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034  # settings are used by the scripts that source this file
 # Shared settings and helpers for the native (Docker-free) stack scripts in scripts/stack/.
 # Sourced, never run. Every setting can be overridden from the environment:
 #
@@ -11,6 +11,8 @@
 #   CDC_SINK_REGISTRY_PORT    schema registry port (Confluent-compatible API)        (default 8080)
 #   CDC_SINK_STACK_SERVICES   which services stack-up starts                         (default "postgres kafka registry connect")
 #   CDC_SINK_STACK_TIMEOUT    seconds to wait for each service to become ready      (default 180)
+#   CDC_SINK_REGISTRY_IMPL    apicurio (Apicurio Registry 2.4.2 built from Central jars) or mini
+#                             (scripts/stack/mini_registry.py, stdlib Python)        (default apicurio)
 #   JAVA                      java binary (default: java on PATH; needs Java 17+)
 
 set -euo pipefail
@@ -26,6 +28,7 @@ CONNECT_PORT=${CDC_SINK_CONNECT_PORT:-8083}
 REGISTRY_PORT=${CDC_SINK_REGISTRY_PORT:-8080}
 STACK_SERVICES=${CDC_SINK_STACK_SERVICES:-postgres kafka registry connect}
 STACK_TIMEOUT=${CDC_SINK_STACK_TIMEOUT:-180}
+REGISTRY_IMPL=${CDC_SINK_REGISTRY_IMPL:-apicurio}
 JAVA=${JAVA:-java}
 
 KAFKA_BOOTSTRAP=127.0.0.1:$KAFKA_PORT
@@ -57,7 +60,9 @@ wait_until() {
   local what=$1 timeout=$2; shift 2
   local deadline=$(( $(now_s) + timeout ))
   while ! "$@" >/dev/null 2>&1; do
-    if [ -n "${WAIT_PIDFILE:-}" ] && ! pid_alive "$WAIT_PIDFILE"; then
+    # kill -0 only: right after `cmd &` the child may not have exec'd java yet (so its command line
+    # is still the script's, which pid_alive would reject)
+    if [ -n "${WAIT_PIDFILE:-}" ] && ! kill -0 "$(head -n1 "$WAIT_PIDFILE" 2>/dev/null || echo 0)" 2>/dev/null; then
       log "$what: process exited while waiting (see its log)"
       return 1
     fi

@@ -20,23 +20,26 @@
 #
 # Env: CDC_SINK_PG_HOST / CDC_SINK_PG_CONNECT_PORT (the database as Connect sees it; default
 # 127.0.0.1 and $CDC_SINK_PG_PORT), CDC_SINK_REGISTRY_CONNECT_URL (the registry as Connect sees it),
-# CDC_SINK_CONNECTOR_TABLES (table.include.list), CDC_SINK_STACK_TIMEOUT.
+# CDC_SINK_CONNECTOR_TABLES (table.include.list), CDC_SINK_STACK_TIMEOUT,
+# CDC_SINK_AVRO_CONVERTER=apicurio2 (native stack: Apicurio 2.6 converter, registry v2 API; default)
+# or apicurio3 (docker-compose: the Apicurio 3.x converter in quay.io/debezium/connect, v3 API).
 source "$(dirname "$0")/common.sh"
 
 cmd=${1:-}; mode=${2:-}
-case $mode in json|avro) ;; *) sed -n '2,25p' "$0" >&2; exit 2 ;; esac
+case $mode in json|avro) ;; *) sed -n '2,28p' "$0" >&2; exit 2 ;; esac
 
 name=cdc-sink-$mode
 PG_HOST_FOR_CONNECT=${CDC_SINK_PG_HOST:-127.0.0.1}
 PG_PORT_FOR_CONNECT=${CDC_SINK_PG_CONNECT_PORT:-$PG_PORT}
 REGISTRY_FOR_CONNECT=${CDC_SINK_REGISTRY_CONNECT_URL:-$REGISTRY_URL}
 TABLES=${CDC_SINK_CONNECTOR_TABLES:-public.customers,public.orders,public.order_items,public.products}
+AVRO_CONVERTER=${CDC_SINK_AVRO_CONVERTER:-apicurio2}
 
 config_json() {
   local prefix=loja slot=cdc_sink_json
   [ "$mode" = avro ] && { prefix=loja_avro; slot=cdc_sink_avro; }
   MODE=$mode PREFIX=$prefix SLOT=$slot PGH=$PG_HOST_FOR_CONNECT PGP=$PG_PORT_FOR_CONNECT \
-  DB=$PG_DB USER_=$PG_USER PASS=$PG_PASSWORD TABLES=$TABLES REG=$REGISTRY_FOR_CONNECT python3 - <<'EOF'
+  DB=$PG_DB USER_=$PG_USER PASS=$PG_PASSWORD TABLES=$TABLES REG=$REGISTRY_FOR_CONNECT CONV=$AVRO_CONVERTER python3 - <<'EOF'
 import json, os
 e = os.environ
 c = {
@@ -69,7 +72,7 @@ if e["MODE"] == "json":
         "value.converter": "org.apache.kafka.connect.json.JsonConverter",
         "value.converter.schemas.enable": "true",
     })
-else:
+elif e["CONV"] == "apicurio2":
     # Apicurio 2.6 converter (the newest whose dependencies Maven Central serves here), talking to
     # the registry's v2 API and framing records like Confluent: magic byte 0 + 4-byte id + Avro.
     c["schema.name.adjustment.mode"] = "avro"
@@ -85,6 +88,24 @@ else:
             p + ".apicurio.registry.use-id": "contentId",
             p + ".apicurio.registry.headers.enabled": "false",
         })
+elif e["CONV"] == "apicurio3":
+    # Apicurio 3.x converter (what quay.io/debezium/connect:3.6 ships with
+    # ENABLE_APICURIO_CONVERTERS=true), registry v3 API. Its serde defaults already give Confluent
+    # framing: Default4ByteIdHandler, use-id=contentId, headers.enabled=false; set explicitly.
+    c["schema.name.adjustment.mode"] = "avro"
+    c["field.name.adjustment.mode"] = "avro"
+    for side in ("key", "value"):
+        p = side + ".converter"
+        c.update({
+            p: "io.apicurio.registry.utils.converter.AvroConverter",
+            p + ".apicurio.registry.url": e["REG"] + "/apis/registry/v3",
+            p + ".apicurio.registry.auto-register": "true",
+            p + ".apicurio.registry.find-latest": "true",
+            p + ".apicurio.registry.use-id": "contentId",
+            p + ".apicurio.registry.headers.enabled": "false",
+        })
+else:
+    raise SystemExit("CDC_SINK_AVRO_CONVERTER must be apicurio2 or apicurio3")
 print(json.dumps(c, indent=2, sort_keys=True))
 EOF
 }
@@ -133,5 +154,5 @@ case $cmd in
     done
     log "deleted $name (slot $slot dropped)"
     ;;
-  *) sed -n '2,25p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,28p' "$0" >&2; exit 2 ;;
 esac

@@ -21,7 +21,8 @@ rm -f "$RUN/postgres.pid"
 
 if [ "${WIPE:-0}" = 1 ]; then
   log "wiping $STACK_DIR (data, logs, configs)"
-  rm -rf "$STACK_DIR/kafka" "$STACK_DIR/connect" "$STACK_DIR/registry" "$STACK_DIR/logs" "$STACK_DIR/run" "$data"
+  rm -rf "$STACK_DIR/kafka" "$STACK_DIR/connect" "$STACK_DIR/registry" "$STACK_DIR/logs" "$STACK_DIR/run" "$data" \
+    "$(dirname "$data")/pg-socket"
   case $data in /var/tmp/cdc-sink-stack-*) rm -rf "$(dirname "$data")" ;; esac
   rmdir "$STACK_DIR" 2>/dev/null || true
 fi

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """A minimal schema registry for the native test stack (stdlib only, in-memory + a JSON file).
 
-Why it exists: the real Apicurio Registry server cannot be assembled from Maven Central as it is
-reachable from this project's machines (see scripts/stack/README.md, "Schema registry"), and no
-Confluent Schema Registry / Karapace is served by the reachable registries. This stand-in serves
-exactly the two API subsets the stack needs, with Apicurio's id semantics:
+The native stack normally runs the real Apicurio Registry 2.4.2 (rebuilt from Maven Central jars,
+see scripts/stack/README.md, "Schema registry"); CDC_SINK_REGISTRY_IMPL=mini runs this stand-in
+instead (no JVM, no 130 MB build). It serves exactly the two API subsets the stack needs, with
+Apicurio's id semantics:
 
 * Apicurio Registry v2 REST API (``/apis/registry/v2``), the part used by the Apicurio 2.6
   Kafka Connect ``AvroConverter`` to auto-register schemas: create artifact (``ifExists`` =

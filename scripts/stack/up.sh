@@ -36,7 +36,7 @@ start_postgres() {
   port_open "$PG_PORT" && die "port $PG_PORT is taken by another process (set CDC_SINK_PG_PORT)"
   # The server refuses to run as root: everything below runs as the `postgres` OS user.
   mkdir -p "$(dirname "$data")" "$sock"
-  chown postgres:postgres "$(dirname "$data")" "$sock"
+  chown postgres:postgres "$sock"
   if [ ! -f "$data/PG_VERSION" ]; then
     log "initdb $data"
     mkdir -p "$data"; chown postgres:postgres "$data"; chmod 700 "$data"
@@ -69,9 +69,12 @@ EOF
   # the port may have been changed between runs
   sed -i "s/^port = .*/port = $PG_PORT/" "$data/postgresql.conf"
   log "starting postgres on 127.0.0.1:$PG_PORT"
-  touch "$LOGS/postgres.log"; chown postgres:postgres "$LOGS/postgres.log"
-  runuser -u postgres -- "$bin/pg_ctl" -D "$data" -l "$LOGS/postgres.log" -w -t "$STACK_TIMEOUT" start >/dev/null \
-    || { tail -20 "$LOGS/postgres.log" >&2; die "postgres did not start"; }
+  # the log must be writable by the postgres user: next to the data dir when that is elsewhere
+  local pglog=$LOGS/postgres.log
+  case $data in "$STACK_DIR"/*) ;; *) pglog=$(dirname "$data")/postgres.log; ln -sfn "$pglog" "$LOGS/postgres.log" ;; esac
+  touch "$pglog"; chown postgres:postgres "$pglog"
+  runuser -u postgres -- "$bin/pg_ctl" -D "$data" -l "$pglog" -w -t "$STACK_TIMEOUT" start >/dev/null \
+    || { tail -20 "$pglog" >&2; die "postgres did not start"; }
   wait_until postgres "$STACK_TIMEOUT" "$bin/pg_isready" -q -h 127.0.0.1 -p "$PG_PORT" || die "postgres not ready"
   local psql=("$bin/psql" -h 127.0.0.1 -p "$PG_PORT" -v ON_ERROR_STOP=1 -qAt)
   if [ "$("${psql[@]}" -U postgres -d postgres -c "SELECT 1 FROM pg_roles WHERE rolname='$PG_USER'")" != 1 ]; then
@@ -123,7 +126,11 @@ EOF
   if [ ! -f "$dir/data/meta.properties" ]; then
     local cluster_id
     # a KRaft cluster id is a UUID in URL-safe base64 without padding (what `random-uuid` prints)
-    cluster_id=$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+    # (one not starting with '-', which the command line would take for an option, as Kafka's own does)
+    cluster_id=-
+    while [ "${cluster_id:0:1}" = - ]; do
+      cluster_id=$(head -c16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=')
+    done
     log "formatting KRaft storage $dir/data (cluster id $cluster_id)"
     "$JAVA" -Xmx256m -Dlog4j2.configurationFile="$dir/log4j2.properties" -cp "$cp" \
       kafka.tools.StorageTool format -t "$cluster_id" -c "$conf" >"$LOGS/kafka-format.log" 2>&1 \
@@ -228,14 +235,19 @@ connect_ready() {
 components=()
 service_enabled kafka && components+=(kafka)
 service_enabled connect && components+=(kafka debezium apicurio-converter)
+service_enabled registry && [ "$REGISTRY_IMPL" = apicurio ] && components+=(apicurio-registry)
 if [ ${#components[@]} -gt 0 ]; then
+  # shellcheck disable=SC2046  # one word per component
   eval "$("$STACK_SCRIPTS/fetch.sh" $(printf '%s\n' "${components[@]}" | sort -u))"
 fi
 
 service_enabled postgres && start_postgres
+# the registry needs nothing else: start it alongside Kafka and Connect
+reg_job=
+if service_enabled registry; then start_registry & reg_job=$!; fi
 service_enabled kafka && start_kafka
-service_enabled registry && start_registry
 service_enabled connect && start_connect
+if [ -n "$reg_job" ]; then wait "$reg_job" || die "registry did not start (see $LOGS/registry.log)"; fi
 
 log "stack up in $(( $(now_s) - T0 ))s:"
 "$STACK_SCRIPTS/status.sh" >&2 || true

@@ -1,0 +1,151 @@
+# cdc-sink — developer entry points. `make help` lists them.
+# Conventions: one target per line in `help`; tools are installed on demand into $(GOBIN);
+# nothing here needs Docker (the native stack runs from Maven Central jars and Debian packages).
+
+SHELL        := bash
+.SHELLFLAGS  := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+GO           ?= go
+GOBIN        ?= $(shell $(GO) env GOPATH)/bin
+STATICCHECK_VERSION ?= v0.8.2          # staticcheck 2026.2.2: supports Go 1.26
+STATICCHECK  := $(GOBIN)/staticcheck
+# -race on 2 cores: keep generous, a single package should never get near it
+TEST_TIMEOUT ?= 20m
+E2E_TIMEOUT  ?= 30m
+PKGS         ?= ./...
+# e2e tests live in integration/ behind the `e2e` build tag (see integration/README.md)
+E2E_PKGS     ?= ./integration/...
+VERSION      ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
+.PHONY: help
+help: ## list the targets
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+# ------------------------------------------------------------------ build
+.PHONY: build
+build: ## build ./cdc-sink (cgo: confluent-kafka-go with bundled librdkafka)
+	CGO_ENABLED=1 $(GO) build -trimpath -ldflags "-s -w -X main.Version=$(VERSION)" -o cdc-sink ./cmd/cdc-sink
+
+# ------------------------------------------------------------------ checks and tests
+.PHONY: fmt
+fmt: ## gofmt -w all Go files
+	gofmt -w $$(git ls-files -co --exclude-standard '*.go')
+
+.PHONY: fmt-check
+fmt-check: ## fail if a Go file is not gofmt-formatted
+	@out=$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+.PHONY: vet
+vet: ## go vet
+	$(GO) vet $(PKGS)
+
+$(STATICCHECK):
+	GOFLAGS=-mod=mod $(GO) install honnef.co/go/tools/cmd/staticcheck@$(strip $(STATICCHECK_VERSION))
+
+.PHONY: lint
+lint: fmt-check vet $(STATICCHECK) ## gofmt check, go vet, staticcheck
+	$(STATICCHECK) $(PKGS)
+
+.PHONY: unit
+unit: venv stack-pg ## go test -race (Delta read-back checks use the venv; verify/slots tests use Postgres)
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+
+.PHONY: test
+test: venv fmt-check vet unit e2e ## what CI runs: venv, gofmt check, vet, unit tests, then e2e on the native stack
+
+# ------------------------------------------------------------------ end-to-end on the real stack
+# Starts the native stack (idempotent; quick when warm), exports its endpoints
+# (scripts/stack/env.sh) and runs the `e2e`-tagged tests in integration/. Skips, saying so,
+# while integration/ has no tests yet. A stack that e2e started is stopped afterwards (data kept)
+# unless E2E_KEEP_STACK=1; one that was already running is left alone.
+.PHONY: e2e
+e2e: ## end-to-end suite against the native stack (starts it)
+	@if ! ls integration/*_test.go >/dev/null 2>&1; then \
+	  echo "e2e: no tests in integration/ yet: skipped"; exit 0; fi; \
+	scripts/venv.sh; \
+	started=0; scripts/stack/status.sh >/dev/null 2>&1 || started=1; \
+	scripts/stack/up.sh; \
+	eval "$$(scripts/stack/env.sh)"; \
+	rc=0; $(GO) test -tags e2e -count=1 -p 1 -timeout $(E2E_TIMEOUT) $(E2E_PKGS) || rc=$$?; \
+	if [ $$rc != 0 ]; then scripts/stack/status.sh || true; fi; \
+	if [ $$started = 1 ] && [ "$${E2E_KEEP_STACK:-0}" != 1 ]; then scripts/stack/down.sh || true; fi; \
+	exit $$rc
+
+# ------------------------------------------------------------------ native stack (no Docker)
+# Postgres :55432, Kafka :9092, Connect :8083, registry :8080 on 127.0.0.1 (scripts/stack/common.sh
+# lists the CDC_SINK_* variables that change them). scripts/stack/README.md has the details.
+.PHONY: stack-up
+stack-up: ## start Postgres, Kafka KRaft, schema registry, Kafka Connect + Debezium (idempotent)
+	scripts/stack/up.sh
+
+.PHONY: stack-down
+stack-down: ## stop the native stack; WIPE=1 also deletes its data
+	WIPE=$(or $(WIPE),0) scripts/stack/down.sh
+
+.PHONY: stack-pg
+stack-pg: ## start only the stack's PostgreSQL (idempotent; what `make unit` needs)
+	CDC_SINK_STACK_SERVICES=postgres scripts/stack/up.sh
+
+.PHONY: stack-status
+stack-status: ## show the native stack's services and connectors
+	scripts/stack/status.sh
+
+.PHONY: stack-connectors
+stack-connectors: ## register both Debezium connectors (json: loja.*, avro: loja_avro.*)
+	scripts/stack/connector.sh register json
+	scripts/stack/connector.sh register avro
+
+.PHONY: stack-smoke
+stack-smoke: ## stack-up + json connector + one change event end to end
+	scripts/stack/smoke.sh
+
+.PHONY: stack-fetch
+stack-fetch: ## download the stack's jars into the cache only
+	scripts/stack/fetch.sh >/dev/null
+
+.PHONY: fixtures-real
+fixtures-real: ## regenerate envelope/testdata/real from a private fresh stack
+	scripts/venv.sh
+	scripts/stack/capture-fixtures.sh
+
+# ------------------------------------------------------------------ misc
+.PHONY: venv
+venv: ## Python venv with the independent Delta readers and Kafka clients (.venv)
+	scripts/venv.sh
+
+.PHONY: docker
+docker: ## docker build -t cdc-sink . (needs a Docker engine)
+	docker build --build-arg VERSION=$(VERSION) -t cdc-sink:$(VERSION) -t cdc-sink:latest .
+
+.PHONY: clean
+clean: ## remove build outputs (not the stack: make stack-down WIPE=1)
+	rm -f cdc-sink
+
+# ------------------------------------------------------------------ benchmarks
+# cdc-sink vs Spark Structured Streaming foreachBatch + MERGE (local[2], delta-spark) vs a delta-rs
+# merge loop, each consuming its own copy of the same generated Debezium stream from Kafka, one at
+# a time; then the correctness gate (the three tables equal each other and dbzgen's Expected()).
+# Needs a Kafka broker (BENCH_BROKERS; `make stack-up` gives 127.0.0.1:9092) and the venv; Spark's
+# jars come from Maven Central through Ivy on the first run (cached in ~/.ivy2.5.2).
+# bench/README.md explains the figures.
+BENCH_BROKERS ?= 127.0.0.1:9092
+BENCH_WORK    ?= /tmp/cdcsink-bench
+BENCH_OUT     ?= bench/results
+BENCH_RUN     := .venv/bin/python bench/harness.py run --brokers $(BENCH_BROKERS) --work $(BENCH_WORK)
+
+.PHONY: bench
+bench: ## benchmarks vs Spark and delta-rs at 100k and 1M rows + mergebench curve → bench/results/<date>.{md,json,png}
+	scripts/venv.sh
+	$(BENCH_RUN) --out $(BENCH_OUT)/raw --format json-plain --size 100000 --backlog 30000 --live 3000 --rate 100 --batch 10000 --late-distance 15000
+	$(BENCH_RUN) --out $(BENCH_OUT)/raw --format json-plain --size 1000000 --backlog 30000 --live 3000 --rate 100 --batch 10000 --late-distance 15000 --no-build
+	.venv/bin/python bench/harness.py mergebench --work $(BENCH_WORK) --out $(BENCH_OUT)/raw --sizes 100000,1000000,3000000 --no-build
+	.venv/bin/python bench/harness.py report --out $(BENCH_OUT)/raw --results $(BENCH_OUT)
+
+.PHONY: bench-smoke
+bench-smoke: ## small benchmark, all three contenders + correctness gate (5k rows, 20k events; a few minutes)
+	scripts/venv.sh
+	@out=$$(mktemp -d /tmp/cdcsink-bench-smoke.XXXXXX); \
+	$(BENCH_RUN) --out $$out/raw --format json-schema --size 5000 --backlog 18000 --live 2000 --rate 100 --batch 5000 && \
+	.venv/bin/python bench/harness.py report --out $$out/raw --results $$out && echo "bench-smoke: results in $$out"
