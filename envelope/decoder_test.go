@@ -564,7 +564,6 @@ func TestJSONScannerDetails(t *testing.T) {
 	}
 	// strings never alias the input
 	in := []byte(`{"s":"abc"}`)
-	r = dec(string(in))
 	ev, _ := d.Decode(context.Background(), &source.Record{Value: in})
 	in[6] = 'X'
 	if v, _ := ev.After.Get("s"); v != "abc" {

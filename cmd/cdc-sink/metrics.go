@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cdcsink/cdc-sink/pipeline"
@@ -57,7 +58,7 @@ func newMetrics(sink string) *metrics {
 	m.batchErrors = f.counter("cdcsink_batch_errors_total", "Batches that failed (and were retried or stopped the sink).")
 	m.quarErrors = f.counter("cdcsink_quarantine_write_errors_total", "Failed quarantine writes (retried; the batch waits).")
 	m.batches = f.counter("cdcsink_batches_total", "Micro-batches applied.")
-	m.reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 

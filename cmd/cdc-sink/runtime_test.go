@@ -145,7 +145,7 @@ func TestRuntimeKillRestartMidStream(t *testing.T) {
 		from := diskVersion(dir)
 		waitUntil(t, time.Minute, fmt.Sprintf("run %d: %d new table versions after %d", i, step, from),
 			func() bool { return diskVersion(dir) >= from+step })
-		if err, took := r.stop(t, time.Minute); err != nil {
+		if took, err := r.stop(t, time.Minute); err != nil {
 			t.Fatalf("run %d: runSink after cancel: %v", i, err)
 		} else {
 			offs, v := tableProgress(t, dir, sink)
@@ -156,7 +156,7 @@ func TestRuntimeKillRestartMidStream(t *testing.T) {
 	waitProduced(t, produced)
 	end := endOffsets(s)
 	waitUntil(t, 2*time.Minute, "the table to reach the end offsets", func() bool { return caughtUp(t, dir, sink, end) })
-	if err, _ := r.stop(t, time.Minute); err != nil {
+	if _, err := r.stop(t, time.Minute); err != nil {
 		t.Fatalf("final run: %v", err)
 	}
 	checkTable(t, dir, sink, s)
@@ -191,7 +191,7 @@ func TestRuntimeRebalanceTwoInstances(t *testing.T) {
 	from := diskVersion(dir)
 	waitUntil(t, time.Minute, "two more versions with both instances", func() bool { return diskVersion(dir) >= from+2 })
 	aRecs := progressOf(t, a.addr).Totals["records"]
-	if err, _ := a.stop(t, time.Minute); err != nil {
+	if _, err := a.stop(t, time.Minute); err != nil {
 		t.Fatalf("A: %v", err)
 	}
 	waitUntil(t, time.Minute, "B to own all 3 partitions", func() bool { return owned(b) == 3 })
@@ -200,7 +200,7 @@ func TestRuntimeRebalanceTwoInstances(t *testing.T) {
 	end := endOffsets(s)
 	waitUntil(t, 2*time.Minute, "the table to reach the end offsets", func() bool { return caughtUp(t, dir, sink, end) })
 	bRecs := progressOf(t, b.addr).Totals["records"]
-	if err, _ := b.stop(t, time.Minute); err != nil {
+	if _, err := b.stop(t, time.Minute); err != nil {
 		t.Fatalf("B: %v", err)
 	}
 	const conflict = "concurrent commit won, re-planning batch"
@@ -251,14 +251,14 @@ func TestRuntimeRebalanceResnapshot(t *testing.T) {
 	}
 	mid := endOffsets(&dbzgen.Stream{Records: through})
 	waitUntil(t, time.Minute, "both to apply the re-snapshot", func() bool { return caughtUp(t, dir, sink, mid) })
-	if err, _ := a.stop(t, time.Minute); err != nil {
+	if _, err := a.stop(t, time.Minute); err != nil {
 		t.Fatalf("A: %v", err)
 	}
 	waitUntil(t, time.Minute, "B to own all 3 partitions", func() bool { return owned(b) == 3 })
 	waitProduced(t, gatedProducer(t, brokers, dir, cs[11:]))
 	end := endOffsets(s)
 	waitUntil(t, time.Minute, "the table to reach the end offsets", func() bool { return caughtUp(t, dir, sink, end) })
-	if err, _ := b.stop(t, time.Minute); err != nil {
+	if _, err := b.stop(t, time.Minute); err != nil {
 		t.Fatalf("B: %v", err)
 	}
 	checkTable(t, dir, sink, s)
@@ -280,7 +280,7 @@ func TestRuntimeQuarantineByteExact(t *testing.T) {
 	r := startSink(t, "sink", testConfig(brokers, lake, sink), runHooks{})
 	end := endOffsets(s)
 	waitUntil(t, time.Minute, "the table to reach the end offsets", func() bool { return caughtUp(t, dir, sink, end) })
-	if err, _ := r.stop(t, time.Minute); err != nil {
+	if _, err := r.stop(t, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	finished := time.Now()
@@ -444,7 +444,7 @@ func TestRuntimeShutdownDuringBatch(t *testing.T) {
 	r2 := startSink(t, "restart", cfg, runHooks{})
 	end := endOffsets(s)
 	waitUntil(t, time.Minute, "the restart to reach the end offsets", func() bool { return caughtUp(t, dir, sink, end) })
-	if err, _ := r2.stop(t, time.Minute); err != nil {
+	if _, err := r2.stop(t, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	checkTable(t, dir, sink, s)
@@ -478,7 +478,7 @@ func TestRuntimeShutdownGraceExceeded(t *testing.T) {
 		t.Fatal("no batch reached the quarantine write")
 	}
 	before, vBefore := tableProgress(t, dir, sink)
-	err, took := r.stop(t, cfg.Merge.ShutdownGrace+15*time.Second)
+	took, err := r.stop(t, cfg.Merge.ShutdownGrace+15*time.Second)
 	t.Logf("stuck batch: runSink returned %v after %v", err, took.Round(time.Millisecond))
 	if err == nil {
 		t.Errorf("runSink returned nil although its last batch was abandoned")
@@ -496,7 +496,7 @@ func TestRuntimeShutdownGraceExceeded(t *testing.T) {
 	r2 := startSink(t, "restart", cfg, runHooks{})
 	end := endOffsets(s)
 	waitUntil(t, time.Minute, "the restart to reach the end offsets", func() bool { return caughtUp(t, dir, sink, end) })
-	if err, _ := r2.stop(t, time.Minute); err != nil {
+	if _, err := r2.stop(t, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	checkTable(t, dir, sink, s)
@@ -611,7 +611,7 @@ func TestRuntimeQuarantineUnavailable(t *testing.T) {
 	end := endOffsets(s)
 	waitUntil(t, 2*time.Minute, "the table to reach the end offsets", func() bool { return caughtUp(t, dir, sink, end) })
 	waitUntil(t, 10*time.Second, "/readyz 200", func() bool { code, _ := readyz(t, r.addr); return code == 200 })
-	if err, _ := r.stop(t, time.Minute); err != nil {
+	if _, err := r.stop(t, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	checkTable(t, dir, sink, s)

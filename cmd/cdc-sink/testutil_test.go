@@ -236,18 +236,18 @@ func startSink(t *testing.T, name string, cfg *Config, h runHooks) *running {
 }
 
 // stop cancels the sink (SIGTERM) and returns runSink's result and how long it took.
-func (r *running) stop(t *testing.T, within time.Duration) (error, time.Duration) {
+func (r *running) stop(t *testing.T, within time.Duration) (time.Duration, error) {
 	t.Helper()
 	start := time.Now()
 	r.cancel()
 	select {
 	case err := <-r.done:
 		r.done <- err // cleanup reads it again
-		return err, time.Since(start)
+		return time.Since(start), err
 	case <-time.After(within):
 		t.Fatalf("runSink did not return within %v of cancellation", within)
 	}
-	return nil, 0
+	return 0, nil
 }
 
 // waitUntil polls cond every 20ms until it holds; it fails the test at the deadline.

@@ -54,17 +54,6 @@ func (ts *tableSet) open(ctx context.Context, dir string) (*merge.Table, error) 
 	return t, nil
 }
 
-// all returns the opened tables, by directory.
-func (ts *tableSet) all() map[string]*merge.Table {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	out := make(map[string]*merge.Table, len(ts.tables))
-	for k, v := range ts.tables {
-		out[k] = v
-	}
-	return out
-}
-
 func buildPipeline(s *sinkSetup) (*pipeline.Pipeline, *tableSet, error) {
 	if s.Logger == nil {
 		s.Logger = slog.New(slog.DiscardHandler)

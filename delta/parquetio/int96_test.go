@@ -33,7 +33,10 @@ func TestInt96FarDates(t *testing.T) {
 	values := []int64{farPast, farFuture, pre1970, 0, -1, 1_700_000_000_123_456}
 	var want []int64
 	for rg := 0; rg < 3; rg++ {
-		rgw := pw.AppendRowGroup()
+		rgw, err := pw.AppendRowGroupChecked()
+		if err != nil {
+			t.Fatal(err)
+		}
 		var vals []parquet.Int96
 		var defs []int16
 		var ids []int32

@@ -225,8 +225,6 @@ type bound struct {
 	kind pkind
 	num  decimal.Decimal
 	s    string
-	us   int64  // timestamp bound (micros)
-	day  string // date bound
 	ok   bool
 }
 

@@ -52,7 +52,6 @@ type statNode struct {
 	dmax   decimal128.Num
 	smin   string
 	smax   string
-	maxCut bool // string max longer than the prefix: omitted
 }
 
 type statsCollector struct {

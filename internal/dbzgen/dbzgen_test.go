@@ -304,12 +304,6 @@ func TestMatchesRealCapture(t *testing.T) {
 	}
 }
 
-// sinkChange is a normalized change with its version.
-type sinkChange struct {
-	c   *normalize.Change
-	rec *source.Record
-}
-
 // decodeAll decodes and normalizes every record in partition order and
 // assigns versions; it checks that exactly the malformed records fail, each
 // with a quarantine reason.
