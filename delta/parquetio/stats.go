@@ -41,17 +41,17 @@ type statNode struct {
 	kind     statKind
 	scale    int32
 
-	nulls  int64
-	has    bool // some non-null value seen
-	noMM   bool // min/max disabled (NaN/Inf seen, out of range...)
-	imin   int64
-	imax   int64
-	fmin   float64
-	fmax   float64
-	dmin   decimal128.Num
-	dmax   decimal128.Num
-	smin   string
-	smax   string
+	nulls int64
+	has   bool // some non-null value seen
+	noMM  bool // min/max disabled (NaN/Inf seen, out of range...)
+	imin  int64
+	imax  int64
+	fmin  float64
+	fmax  float64
+	dmin  decimal128.Num
+	dmax  decimal128.Num
+	smin  string
+	smax  string
 }
 
 type statsCollector struct {
