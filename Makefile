@@ -68,7 +68,7 @@ e2e: ## end-to-end suite against the native stack (starts it)
 	started=0; scripts/stack/status.sh >/dev/null 2>&1 || started=1; \
 	scripts/stack/up.sh; \
 	eval "$$(scripts/stack/env.sh)"; \
-	rc=0; $(GO) test -tags e2e -count=1 -p 1 -timeout $(E2E_TIMEOUT) $(E2E_PKGS) || rc=$$?; \
+	rc=0; $(GO) test -v -tags e2e -count=1 -p 1 -timeout $(E2E_TIMEOUT) $(E2E_PKGS) || rc=$$?; \
 	if [ $$rc != 0 ]; then scripts/stack/status.sh || true; fi; \
 	if [ $$started = 1 ] && [ "$${E2E_KEEP_STACK:-0}" != 1 ]; then scripts/stack/down.sh || true; fi; \
 	exit $$rc

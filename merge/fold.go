@@ -170,6 +170,17 @@ func Fold(changes []*normalize.Change, stored func(key string) Stored) *Folded {
 			}
 			cur, curVer, curFromDB = c, c.Version, false
 		}
+		if cur != nil && cur.Op == normalize.OpDelete && cur.KeyMoved && curRow == nil && cur.Schema != nil &&
+			st.Exists && !st.Deleted && (f.Truncate == nil || !st.Version.Less(f.Truncate.Version)) {
+			// The delete half of a primary-key change with no image in this
+			// batch: the tombstone keeps the stored row's values (filled by
+			// fillFromStored), so a create half applied in a later batch can
+			// still take its unavailable TOAST values from here.
+			curRow = make([]any, len(cur.Schema.Columns))
+			for j := range curRow {
+				curRow[j] = normalize.Unavailable
+			}
+		}
 		if cur != nil {
 			fin := &Final{Key: g.key, Change: cur, Row: curRow, Deleted: cur.Op == normalize.OpDelete, Op: opLetter(cur)}
 			for _, v := range curRow {

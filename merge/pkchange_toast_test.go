@@ -95,3 +95,35 @@ func TestPKChangeToastNotFromDeletedNewKey(t *testing.T) {
 		t.Fatalf("new key 2 = %v", r)
 	}
 }
+
+// The delete half and the create half in different batches (a batch boundary between them),
+// with the table reopened in between: the old key's tombstone keeps the row's values.
+func TestPKChangeToastAcrossBatches(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	tb := openT(t, dir)
+	a := ch(1, 'c', "A", "1.00", v(1))
+	a.Row[3] = "big toasted text of key 1"
+	if _, err := tb.Apply(ctx, batchOf("t", 1, a), noReject(t)); err != nil {
+		t.Fatal(err)
+	}
+	d, c := pkMove(1, 2, 5)
+	d.KeyMoved = true
+	if _, err := tb.Apply(ctx, batchOf("t", 2, d), noReject(t)); err != nil {
+		t.Fatal(err)
+	}
+	if live, deleted := tb.LiveRows(); live != 0 || deleted != 1 {
+		t.Fatalf("after the delete half: live=%d deleted=%d", live, deleted)
+	}
+	tb = openT(t, dir)
+	if _, err := tb.Apply(ctx, batchOf("t", 3, c), noReject(t)); err != nil {
+		t.Fatal(err)
+	}
+	rows := notesByKey(t, dir)
+	if r := rows["2"]; r["notes"] != "big toasted text of key 1" || r["status"] != "MOVED" || r["_cdc_deleted"] != false {
+		t.Fatalf("new key 2 = %v", r)
+	}
+	if r := rows["1"]; r["_cdc_deleted"] != true {
+		t.Fatalf("old key 1 = %v", r)
+	}
+}

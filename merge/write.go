@@ -190,8 +190,17 @@ func (t *Table) fillFromStored(ctx context.Context, finals []*Final) error {
 			key = f.FillKey
 		}
 		l, ok := t.st.index[key]
-		if !ok || l.deleted || (f.FillKey != "" && !l.ver.Less(f.FillBefore)) {
+		switch {
+		case !ok:
 			continue // nothing stored: written as null
+		case f.FillKey != "" && l.deleted:
+			// The old key's tombstone from the delete half of this very change
+			// (an earlier batch) kept the row's values.
+			if l.ver.Compare(f.FillBefore) != 0 {
+				continue
+			}
+		case l.deleted || (f.FillKey != "" && !l.ver.Less(f.FillBefore)):
+			continue
 		}
 		need[l.file] = append(need[l.file], f)
 		from[f] = int64(l.row)

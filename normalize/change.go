@@ -148,7 +148,11 @@ type Change struct {
 	// OldKey is set on the create half of a primary-key change
 	// (header __debezium.oldkey): the previous key tuple, aligned with KeyNames.
 	OldKey []any
-	Coord  Coord
+	// KeyMoved is set on the delete half of a primary-key change (header
+	// __debezium.newkey): the row lives on under another key, whose create
+	// half may need this row's unavailable TOAST values.
+	KeyMoved bool
+	Coord    Coord
 	// Tombstone is true for a bare Kafka tombstone (null value): a delete of
 	// Key with no row. Right after a delete of the same key (Debezium's
 	// tombstones.on.delete) the Tracker gives it that delete's Version, so the

@@ -270,6 +270,9 @@ func checkRealValues(t *testing.T, table string, cs []*Change) {
 		if pk == nil || !sameValue(pk.OldKey, []any{int64(1002), int16(1)}) || !sameValue(pk.Key, []any{int64(1002), int16(9)}) {
 			t.Errorf("PK change: %+v", pk)
 		}
+		if d := find(cs, func(c *Change) bool { return c.KeyMoved }); d == nil || d.Op != OpDelete || !sameValue(d.Key, []any{int64(1002), int16(1)}) {
+			t.Errorf("PK change delete half (KeyMoved): %+v", d)
+		}
 		if find(cs, func(c *Change) bool { return c.Op == OpTruncate && c.Key == nil && c.Row == nil }) == nil {
 			t.Error("no truncate")
 		}
@@ -317,6 +320,9 @@ func checkRealValues(t *testing.T, table string, cs []*Change) {
 		pk := find(cs, func(c *Change) bool { return c.OldKey != nil })
 		if pk == nil || !sameValue(pk.OldKey, []any{"SKU-3"}) || !sameValue(pk.Key, []any{"SKU-3B"}) {
 			t.Errorf("PK change: %+v", pk)
+		}
+		if d := find(cs, func(c *Change) bool { return c.KeyMoved }); d == nil || d.Op != OpDelete || !sameValue(d.Key, []any{"SKU-3"}) {
+			t.Errorf("PK change delete half (KeyMoved): %+v", d)
 		}
 	}
 }

@@ -486,6 +486,9 @@ func (n *Normalizer) Normalize(ev *envelope.Event, rec *source.Record) (*Change,
 		}
 		c.OldKey = ok
 	}
+	if len(ev.NewKey) > 0 && c.Op == OpDelete && !c.Tombstone {
+		c.KeyMoved = true
+	}
 	return c, nil
 }
 
