@@ -329,3 +329,42 @@ func decimalToNum(d decimal.Decimal, t *arrow.Decimal128Type) (decimal128.Num, e
 func numToDecimal(n decimal128.Num, scale int32) decimal.Decimal {
 	return decimal.NewFromBigInt(n.BigInt(), -scale)
 }
+
+// NormalizeType is the inverse of DeltaType.
+func NormalizeType(dt schema.DataType) (normalize.Type, error) {
+	switch x := dt.(type) {
+	case schema.PrimitiveType:
+		k, ok := map[schema.PrimitiveType]normalize.Kind{schema.Boolean: normalize.Boolean, schema.Byte: normalize.Byte,
+			schema.Short: normalize.Short, schema.Integer: normalize.Integer, schema.Long: normalize.Long,
+			schema.Float: normalize.Float, schema.Double: normalize.Double, schema.String: normalize.String,
+			schema.Binary: normalize.Binary, schema.Date: normalize.Date, schema.Timestamp: normalize.Timestamp,
+			schema.TimestampNTZ: normalize.TimestampNTZ}[x]
+		if !ok {
+			return normalize.Type{}, fmt.Errorf("unsupported type %s", x)
+		}
+		return normalize.Type{Kind: k}, nil
+	case *schema.DecimalType:
+		return normalize.Type{Kind: normalize.Decimal, Precision: x.Precision, Scale: x.Scale}, nil
+	case *schema.ArrayType:
+		e, err := NormalizeType(x.ElementType)
+		return normalize.Type{Kind: normalize.Array, Elem: &e}, err
+	case *schema.MapType:
+		k, err := NormalizeType(x.KeyType)
+		if err != nil {
+			return normalize.Type{}, err
+		}
+		v, err := NormalizeType(x.ValueType)
+		return normalize.Type{Kind: normalize.Map, Key: &k, Val: &v}, err
+	case *schema.StructType:
+		t := normalize.Type{Kind: normalize.Struct}
+		for _, f := range x.Fields {
+			ft, err := NormalizeType(f.Type)
+			if err != nil {
+				return t, err
+			}
+			t.Fields = append(t.Fields, normalize.ColumnDef{Name: f.Name, Type: ft, Nullable: f.Nullable})
+		}
+		return t, nil
+	}
+	return normalize.Type{}, fmt.Errorf("unsupported type %s", dt.TypeName())
+}

@@ -707,3 +707,17 @@ func (t *Table) KeyColumns() []string {
 	}
 	return append([]string(nil), t.st.keyCols...)
 }
+
+// ColumnTypes returns the normalized type of every column the table has.
+func (t *Table) ColumnTypes() map[string]normalize.Type {
+	out := map[string]normalize.Type{}
+	if t.st == nil {
+		return out
+	}
+	for _, f := range t.st.schema.Fields {
+		if nt, err := NormalizeType(f.Type); err == nil {
+			out[f.Name] = nt
+		}
+	}
+	return out
+}

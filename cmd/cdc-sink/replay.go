@@ -100,7 +100,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			}
 		}
 	} else {
-		if err := replayKafka(ctx, r, prog, ts, *table, *sink, *brokers, splitList(topics), *starting); err != nil {
+		if err := replayKafka(ctx, r, prog, ts, logger, *table, *sink, *brokers, splitList(topics), *starting); err != nil {
 			return err
 		}
 	}
@@ -155,7 +155,7 @@ var errNoQuarantine = errors.New("no quarantine destination")
 
 // replayKafka consumes topics from the starting point up to the end offsets
 // captured now, with a group of its own, then stops.
-func replayKafka(ctx context.Context, r *pipeline.Runner, prog *progress, ts *tableSet, table, sink, brokers string, topics []string, starting string) error {
+func replayKafka(ctx context.Context, r *pipeline.Runner, prog *progress, ts *tableSet, logger *slog.Logger, table, sink, brokers string, topics []string, starting string) error {
 	if len(topics) == 0 {
 		return errors.New("--topics is empty")
 	}
@@ -196,7 +196,7 @@ func replayKafka(ctx context.Context, r *pipeline.Runner, prog *progress, ts *ta
 	h := &replayHandler{table: t, start: &start}
 	c, err := source.NewConsumer(source.ConsumerConfig{
 		Brokers: strings.Split(brokers, ","), GroupID: sink + ".replay." + strconv.FormatInt(time.Now().UnixNano(), 36),
-		Topics: topics, AutoOffsetReset: "earliest",
+		Topics: topics, AutoOffsetReset: "earliest", Logger: logger,
 	}, h)
 	if err != nil {
 		return err
