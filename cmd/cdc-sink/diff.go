@@ -124,16 +124,7 @@ func cmdDiff(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if len(onlyB) > 0 {
 		fmt.Fprintf(w, "columns only in B (null in A): %s\n", strings.Join(onlyB, ","))
 	}
-	list := func(title string, keys []string) {
-		fmt.Fprintf(w, "%s: %d\n", title, len(keys))
-		for i, k := range keys {
-			if i >= *limit {
-				fmt.Fprintf(w, "  ... %d more\n", len(keys)-i)
-				break
-			}
-			fmt.Fprintf(w, "  %s\n", k)
-		}
-	}
+	list := func(title string, keys []string) { listKeys(w, title, keys, *limit) }
 	list("keys only in A", missB)
 	list("keys only in B", missA)
 	fmt.Fprintf(w, "differing keys: %d\n", len(differ))

@@ -1,6 +1,11 @@
 package main
 
 import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
 	"github.com/cdcsink/cdc-sink/envelope"
 	"github.com/cdcsink/cdc-sink/internal/redact"
 )
@@ -9,3 +14,43 @@ import (
 func redactText(s string) string { return redact.String(s) }
 
 func newRegistry(url string) envelope.Registry { return envelope.NewSRClientRegistry(url) }
+
+// subcommand is one verb of a command group (table, quarantine).
+type subcommand struct {
+	name, usage string
+	run         func(context.Context, []string, io.Writer, io.Writer) error
+}
+
+// dispatch runs the subcommand named by args[0], or prints the group's usage.
+func dispatch(ctx context.Context, group, usageLine string, subs []subcommand, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintf(stderr, "usage: cdc-sink %s %s\n", group, usageLine)
+		for _, s := range subs {
+			fmt.Fprintf(stderr, "  %-17s %s\n", s.name, s.usage)
+		}
+		if len(args) == 0 {
+			return &exitError{code: 2}
+		}
+		return nil
+	}
+	names := make([]string, len(subs))
+	for i, s := range subs {
+		if s.name == args[0] {
+			return s.run(ctx, args[1:], stdout, stderr)
+		}
+		names[i] = s.name
+	}
+	return &exitError{code: 2, msg: fmt.Sprintf("cdc-sink %s: unknown subcommand %q (%s)", group, args[0], strings.Join(names, ", "))}
+}
+
+// listKeys prints a titled count and the first limit keys.
+func listKeys(w io.Writer, title string, keys []string, limit int) {
+	fmt.Fprintf(w, "%s: %d\n", title, len(keys))
+	for i, k := range keys {
+		if i >= limit {
+			fmt.Fprintf(w, "  ... %d more\n", len(keys)-i)
+			break
+		}
+		fmt.Fprintf(w, "  %s\n", k)
+	}
+}

@@ -30,32 +30,13 @@ import (
 
 // cmdQuarantine dispatches `cdc-sink quarantine stats|list|show|export|redrive`.
 func cmdQuarantine(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	subs := []struct {
-		name, usage string
-		run         func(context.Context, []string, io.Writer, io.Writer) error
-	}{
+	return dispatch(ctx, "quarantine", "<subcommand> (--file PATH | --brokers B --topic T) [filters]", []subcommand{
 		{"stats", "count entries by reason, source topic and hour", quarStats},
 		{"list", "list entries (filters: --reason --source-topic --since --until --offsets)", quarList},
 		{"show", "print one entry decoded (--at ID)", quarShow},
 		{"export", "write the original records as kcat -J lines (--out FILE), for replay --from-file", quarExport},
 		{"redrive", "re-apply entries to a table (--table DIR --requarantine FILE)", quarRedrive},
-	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(stderr, "usage: cdc-sink quarantine <subcommand> (--file PATH | --brokers B --topic T) [filters]")
-		for _, s := range subs {
-			fmt.Fprintf(stderr, "  %-8s %s\n", s.name, s.usage)
-		}
-		if len(args) == 0 {
-			return &exitError{code: 2}
-		}
-		return nil
-	}
-	for _, s := range subs {
-		if s.name == args[0] {
-			return s.run(ctx, args[1:], stdout, stderr)
-		}
-	}
-	return &exitError{code: 2, msg: fmt.Sprintf("cdc-sink quarantine: unknown subcommand %q (stats, list, show, export, redrive)", args[0])}
+	}, args, stdout, stderr)
 }
 
 // quarSource is where entries come from plus the filter flags.

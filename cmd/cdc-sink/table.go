@@ -20,33 +20,14 @@ import (
 
 // cmdTable dispatches `cdc-sink table show|info|optimize|purge-tombstones|vacuum DIR`.
 func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	subs := []struct {
-		name, usage string
-		run         func(context.Context, []string, io.Writer, io.Writer) error
-	}{
+	return dispatch(ctx, "table", "<subcommand> DIR [flags]", []subcommand{
 		{"show", "print the current rows (--format jsonl|table, --limit, --columns, --include-deleted)", tableShow},
 		{"info", "version, rows, files, sink, offsets, last batch and commit", tableInfo},
 		{"optimize", "compact small files and files with deletion vectors (no logical change)", tableOptimize},
 		{"purge-tombstones", "remove tombstone rows older than --older-than (default 168h)", tablePurge},
 		{"vacuum", "delete unreferenced files older than --retention (dry run unless --dry-run=false)", tableVacuum},
 		{"cleanup-log", "delete log files older than delta.logRetentionDuration that a checkpoint covers", tableCleanupLog},
-	}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		fmt.Fprintln(stderr, "usage: cdc-sink table <subcommand> DIR [flags]")
-		for _, s := range subs {
-			fmt.Fprintf(stderr, "  %-17s %s\n", s.name, s.usage)
-		}
-		if len(args) == 0 {
-			return &exitError{code: 2}
-		}
-		return nil
-	}
-	for _, s := range subs {
-		if s.name == args[0] {
-			return s.run(ctx, args[1:], stdout, stderr)
-		}
-	}
-	return &exitError{code: 2, msg: fmt.Sprintf("cdc-sink table: unknown subcommand %q (show, info, optimize, purge-tombstones, vacuum, cleanup-log)", args[0])}
+	}, args, stdout, stderr)
 }
 
 // parseArgs parses flags that may come before or after the positional

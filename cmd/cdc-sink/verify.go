@@ -237,16 +237,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if len(tableOnly) > 0 {
 		fmt.Fprintf(w, "table columns not in the source (not compared): %s\n", strings.Join(tableOnly, ","))
 	}
-	list := func(title string, keys []string) {
-		fmt.Fprintf(w, "%s: %d\n", title, len(keys))
-		for i, k := range keys {
-			if i >= *limit {
-				fmt.Fprintf(w, "  ... %d more\n", len(keys)-i)
-				break
-			}
-			fmt.Fprintf(w, "  %s\n", k)
-		}
-	}
+	list := func(title string, keys []string) { listKeys(w, title, keys, *limit) }
 	if nPG != nTable {
 		fmt.Fprintf(w, "row counts differ: source %d, table %d\n", nPG, nTable)
 	}
