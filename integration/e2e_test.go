@@ -567,7 +567,7 @@ func TestPipeline(t *testing.T) {
 			t.Fatal(err)
 		}
 		// converge also fails if a sink exited: they must ride through the outage.
-		f.converge(t, 5*time.Minute)
+		f.converge(t, 10*time.Minute)
 	})
 
 	// The runbook's rebuild: replay each topic from the beginning into a new

@@ -128,7 +128,7 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 	}
 	cons, err := source.NewConsumer(source.ConsumerConfig{
 		Brokers: cfg.Kafka.Brokers, GroupID: group, Topics: cfg.Kafka.Topics, TopicRegex: cfg.Kafka.TopicRegex,
-		ClientID: "cdc-sink-" + cfg.Sink, Extra: cfg.Kafka.Properties, Logger: logger, AutoOffsetReset: "earliest",
+		ClientID: "cdc-sink-" + cfg.Sink, Extra: consumerProps(cfg.Kafka.Properties), Logger: logger, AutoOffsetReset: "earliest",
 	}, handler)
 	if err != nil {
 		return fmt.Errorf("kafka consumer: %w", err)
@@ -269,4 +269,17 @@ func openRegistry(c RegConf) (envelope.Registry, error) {
 	}
 	opts = append(opts, envelope.WithTimeout(10*time.Second))
 	return envelope.NewSRClientRegistry(c.URL, opts...), nil
+}
+
+// consumerProps adds cdc-sink's defaults to the configured librdkafka
+// properties (the configuration wins). Metadata is refreshed every 30 s
+// instead of librdkafka's 5 min so that partitions whose leader was
+// unavailable after a broker restart resume quickly, and new topics matching
+// kafka.topic_regex are picked up sooner.
+func consumerProps(p map[string]string) map[string]string {
+	out := map[string]string{"topic.metadata.refresh.interval.ms": "30000"}
+	for k, v := range p {
+		out[k] = v
+	}
+	return out
 }
