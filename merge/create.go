@@ -132,7 +132,7 @@ func (t *Table) evolve(ctx context.Context, changes []*normalize.Change) error {
 			continue
 		}
 		for _, col := range c.Schema.Columns {
-			if fieldIndex(st.schema, col.Name) >= 0 || names[col.Name] || IsMetaColumn(col.Name) {
+			if col.NullOnly || fieldIndex(st.schema, col.Name) >= 0 || names[col.Name] || IsMetaColumn(col.Name) {
 				continue
 			}
 			dt, err := DeltaType(col.Type)

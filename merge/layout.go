@@ -124,6 +124,9 @@ func TableSchema(s *normalize.Schema, keyNames []string, keyTypes []normalize.Ty
 		if IsMetaColumn(c.Name) {
 			return nil, fmt.Errorf("source column %q uses the reserved _cdc_ prefix", c.Name)
 		}
+		if c.NullOnly {
+			continue // no type known yet: added by evolution once one is seen
+		}
 		dt, err := DeltaType(c.Type)
 		if err != nil {
 			return nil, fmt.Errorf("column %s: %w", c.Name, err)

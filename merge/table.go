@@ -311,6 +311,12 @@ func (t *Table) mapping(s *normalize.Schema) *colMap {
 	m := &colMap{idx: make([]int, len(s.Columns))}
 	for i, c := range s.Columns {
 		j := fieldIndex(t.st.schema, c.Name)
+		if c.NullOnly {
+			// A schemaless column seen only as null has no real type yet:
+			// its values are null whatever the table's type (-1: not stored).
+			m.idx[i] = j
+			continue
+		}
 		if j < 0 {
 			m.err = fmt.Errorf("column %s is not in the table schema", c.Name)
 			break

@@ -283,3 +283,32 @@ func TestTrackerStateOfOtherPartitionsKept(t *testing.T) {
 		t.Fatalf("tracker state %+v, want %+v", got, want)
 	}
 }
+
+// Regression (found by the benchmark's schemaless stream): a schemaless
+// column seen only as null has no type yet; it must neither fix the table's
+// type at creation nor be rejected as schema_mismatch later.
+func TestSchemalessNullOnlyColumns(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	tb := openT(t, dir)
+	nullOnly := &normalize.Schema{Columns: append(append([]normalize.ColumnDef(nil), labSchema.Columns...),
+		normalize.ColumnDef{Name: "ship_date", Type: normalize.Type{Kind: normalize.String}, Nullable: true, NullOnly: true})}
+	typed := &normalize.Schema{Columns: append(append([]normalize.ColumnDef(nil), labSchema.Columns...),
+		normalize.ColumnDef{Name: "ship_date", Type: normalize.Type{Kind: normalize.Long}, Nullable: true})}
+	a := ch(1, 'c', "A", "1.00", v(1))
+	a.Schema, a.Row = nullOnly, append(a.Row, nil)
+	if _, err := tb.Apply(ctx, batchOf("t", 1, a), noReject(t)); err != nil {
+		t.Fatal(err)
+	}
+	b := ch(2, 'c', "B", "1.00", v(2))
+	b.Schema, b.Row = typed, append(b.Row, int64(19000))
+	c := ch(3, 'c', "C", "1.00", v(3))
+	c.Schema, c.Row = nullOnly, append(c.Row, nil)
+	if _, err := tb.Apply(ctx, batchOf("t", 3, b, c), noReject(t)); err != nil {
+		t.Fatal(err)
+	}
+	rows := deltacheck.ByKey(deltacheck.Decode(t, deltacheck.ReadDeltaRS(t, dir, "").Rows), "pedido_id")
+	if len(rows) != 3 || fmt.Sprint(rows["2"]["ship_date"]) != "19000" || rows["3"]["ship_date"] != nil {
+		t.Fatalf("rows %v", rows)
+	}
+}

@@ -136,7 +136,9 @@ func (t *Table) tableRow(f *Final, batchID int64, now interface{ UnixMicro() int
 				// rather than the placeholder (docs/types.md, TOAST).
 				v = nil
 			}
-			row[m.idx[i]] = v
+			if m.idx[i] >= 0 {
+				row[m.idx[i]] = v
+			}
 		}
 	}
 	for i, name := range st.keyCols {
