@@ -92,7 +92,7 @@ func usesNTZ(s *schema.StructType) bool {
 }
 
 func inferType(v any) normalize.Type {
-	switch v.(type) {
+	switch x := v.(type) {
 	case bool:
 		return normalize.Type{Kind: normalize.Boolean}
 	case int8:
@@ -110,7 +110,7 @@ func inferType(v any) normalize.Type {
 	case []byte:
 		return normalize.Type{Kind: normalize.Binary}
 	case decimal.Decimal:
-		return normalize.Type{Kind: normalize.Decimal, Precision: 38, Scale: int(-v.(decimal.Decimal).Exponent())}
+		return normalize.Type{Kind: normalize.Decimal, Precision: 38, Scale: int(-x.Exponent())}
 	}
 	return normalize.Type{Kind: normalize.String}
 }

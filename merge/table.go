@@ -85,7 +85,6 @@ type fileState struct {
 	dv      *roaring64.Bitmap // nil: no deleted rows
 	rows    int64             // physical rows
 	live    int64             // rows not in dv
-	removed bool
 }
 
 type state struct {

@@ -164,7 +164,7 @@ func (t *Table) tableRow(f *Final, batchID int64, now interface{ UnixMicro() int
 	return row, nil
 }
 
-func buildRecord(sc *arrow.Schema, rows [][]any) (arrow.Record, error) {
+func buildRecord(sc *arrow.Schema, rows [][]any) (arrow.RecordBatch, error) {
 	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
 	defer b.Release()
 	b.Reserve(len(rows))
@@ -175,7 +175,7 @@ func buildRecord(sc *arrow.Schema, rows [][]any) (arrow.Record, error) {
 			}
 		}
 	}
-	return b.NewRecord(), nil
+	return b.NewRecordBatch(), nil
 }
 
 // fillFromStored replaces Unavailable markers with the stored row's values.

@@ -222,8 +222,7 @@ func restamp(v []byte, now time.Time) []byte {
 			break
 		}
 		j += i
-		name := string(v[j : j+8])
-		val, ok := vals[name]
+		val, ok := vals[string(v[j:j+8])]
 		k := j + 8
 		if !ok || !(v[k] == '-' || (v[k] >= '0' && v[k] <= '9')) {
 			out = append(out, v[i:j+1]...)
