@@ -81,10 +81,10 @@ type loc struct {
 }
 
 type fileState struct {
-	add     *delta.Add
-	dv      *roaring64.Bitmap // nil: no deleted rows
-	rows    int64             // physical rows
-	live    int64             // rows not in dv
+	add  *delta.Add
+	dv   *roaring64.Bitmap // nil: no deleted rows
+	rows int64             // physical rows
+	live int64             // rows not in dv
 }
 
 type state struct {
