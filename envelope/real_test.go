@@ -1,10 +1,9 @@
 package envelope
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/base64"
-	"encoding/json"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,54 +19,24 @@ import (
 
 const realDir = "testdata/real"
 
-type kcatLine struct {
-	Topic      string   `json:"topic"`
-	Partition  int32    `json:"partition"`
-	Offset     int64    `json:"offset"`
-	Headers    []string `json:"headers"`
-	Key        *string  `json:"key"`
-	Payload    *string  `json:"payload"`
-	KeyB64     *string  `json:"key_b64"`
-	PayloadB64 *string  `json:"payload_b64"`
-}
-
 func loadKcat(t testing.TB, name string) []*source.Record {
 	t.Helper()
-	f, err := os.Open(filepath.Join(realDir, name))
+	fr, err := source.OpenFile(filepath.Join(realDir, name), source.FileOptions{})
 	if err != nil {
-		t.Skipf("real fixtures: %v", err)
+		t.Fatalf("fixtures: %v", err)
 	}
-	defer f.Close()
+	defer fr.Close()
 	var out []*source.Record
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<24)
-	for sc.Scan() {
-		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
-			continue
+	for {
+		r, err := fr.Next()
+		if errors.Is(err, io.EOF) {
+			return out
 		}
-		var l kcatLine
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		r := &source.Record{Topic: l.Topic, Partition: l.Partition, Offset: l.Offset}
-		switch {
-		case l.Key != nil:
-			r.Key = []byte(*l.Key)
-		case l.KeyB64 != nil:
-			r.Key, _ = base64.StdEncoding.DecodeString(*l.KeyB64)
-		}
-		switch {
-		case l.Payload != nil:
-			r.Value = []byte(*l.Payload)
-		case l.PayloadB64 != nil:
-			r.Value, _ = base64.StdEncoding.DecodeString(*l.PayloadB64)
-		}
-		for i := 0; i+1 < len(l.Headers); i += 2 {
-			r.Headers = append(r.Headers, source.Header{Key: l.Headers[i], Value: []byte(l.Headers[i+1])})
+		if err != nil {
+			t.Fatal(err)
 		}
 		out = append(out, r)
 	}
-	return out
 }
 
 func realRegistry(t testing.TB) *MemoryRegistry {
@@ -90,7 +59,7 @@ func realRegistry(t testing.TB) *MemoryRegistry {
 func TestRealRecordsDecode(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(realDir, "*.jsonl"))
 	if len(files) == 0 {
-		t.Skip("no real fixtures")
+		t.Fatal("no real fixtures in " + realDir)
 	}
 	d := NewDecoder(Options{Registry: realRegistry(t)})
 	kinds := map[Kind]int{}
