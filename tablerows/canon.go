@@ -71,20 +71,10 @@ func AppendJSON(dst []byte, a arrow.Array, i int) []byte {
 	case *array.Decimal128:
 		n := x.Value(i)
 		return AppendString(dst, FormatDecimal(n.BigInt(), x.DataType().(*arrow.Decimal128Type).Scale))
-	case *array.List:
-		s, e := x.ValueOffsets(i)
-		vals := x.ListValues()
-		dst = append(dst, '[')
-		for j := s; j < e; j++ {
-			if j > s {
-				dst = append(dst, ',')
-			}
-			dst = AppendJSON(dst, vals, int(j))
-		}
-		return append(dst, ']')
-	case *array.LargeList:
-		s, e := x.ValueOffsets(i)
-		vals := x.ListValues()
+	case *array.List, *array.LargeList:
+		ll := x.(array.ListLike)
+		s, e := ll.ValueOffsets(i)
+		vals := ll.ListValues()
 		dst = append(dst, '[')
 		for j := s; j < e; j++ {
 			if j > s {
