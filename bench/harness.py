@@ -115,7 +115,10 @@ def gen_cmd(a, topic, *extra):
     return [os.path.join(a.bin, "gen"), "-brokers", a.brokers, "-topic", topic, "-format", a.format,
             "-seed", str(a.seed), "-snapshot-rows", str(a.size), "-events", str(a.backlog + a.live),
             "-partitions", str(a.partitions), "-row-width", str(a.row_width), "-duplicates", str(a.duplicates),
-            "-late", str(a.late), "-late-distance", str(a.late_distance), *extra]
+            "-late", str(a.late), "-late-distance", str(a.late_distance),
+            # the change part is generated once per run and cached: re-simulating a 10M-row
+            # snapshot for every phase would cost minutes and GBs each time
+            *(["-changes-file", a.changes_file] if getattr(a, "changes_file", None) else []), *extra]
 
 
 def sh(cmd, **kw):
@@ -355,85 +358,179 @@ def run_contender(a, name, runid):
 
 
 # ------------------------------------------------------------------ correctness gate
-def norm(v):
-    if isinstance(v, decimal.Decimal):
-        return f"{v:.2f}"
-    if isinstance(v, dt.datetime):
-        if v.tzinfo is None:
-            v = v.replace(tzinfo=dt.timezone.utc)
-        return (v - EPOCH) // dt.timedelta(microseconds=1)
-    if isinstance(v, dt.date):
-        return (v - EPOCH_D).days
-    if isinstance(v, list):
-        return [norm(x) for x in v]
-    return v
-
-
+# The gate must work at 10M rows on a 24 GiB machine, so no table is ever held as Python
+# objects: each table is read batch by batch, every column is brought to one canonical Arrow
+# type (the same for the three writers and for dbzgen's Expected()), and each row is reduced
+# to (id, deleted, digest of the business columns, digest of _cdc_source_version) by DuckDB's
+# hash(). Tables are then compared as sorted numpy arrays. Rows of differing keys are fetched
+# again for the report.
 BUSINESS = ["id", "customer_id", "status", "amount", "created_at", "updated_at", "ship_date", "payload",
             "tags", "note", "uuid", "paid", "filler"]
 
 
-def wire_decode(col, v):
-    """Schemaless JSON: cdc-sink keeps what the wire carries when no schema says otherwise
-    (docs/types.md, "Schemaless JSON"): Debezium's Decimal as its base64 text and ZonedTimestamp
-    as ISO text. Decode them so the business values can be compared."""
-    if col == "amount" and isinstance(v, str):
-        n = int.from_bytes(base64.b64decode(v), "big", signed=True)
-        return f"{decimal.Decimal(n).scaleb(-2):.2f}"
-    if col == "created_at" and isinstance(v, str):
-        d = dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
-        return (d - EPOCH) // dt.timedelta(microseconds=1)
-    return v
+def _amount_text(v):
+    """Schemaless JSON: cdc-sink keeps Debezium's Decimal as its base64 text (docs/types.md)."""
+    if v is None:
+        return None
+    n = int.from_bytes(base64.b64decode(v), "big", signed=True)
+    return f"{decimal.Decimal(n).scaleb(-2):.2f}"
 
 
-def read_table(path):
-    from deltalake import DeltaTable, QueryBuilder
-    t = DeltaTable(path)
-    cols = ", ".join(BUSINESS + ["_cdc_deleted", "_cdc_source_version"])
+def _iso_micros(v):
+    """Schemaless JSON: ZonedTimestamp stays ISO text in cdc-sink's table."""
+    if v is None:
+        return None
+    d = dt.datetime.fromisoformat(v.replace("Z", "+00:00"))
+    return (d - EPOCH) // dt.timedelta(microseconds=1)
+
+
+def canon_column(name, col, wire=True):
+    """One column of any writer's table -> its canonical Arrow array. wire: text amounts are
+    Debezium's base64 Decimal (a table); otherwise they are already decimal text (Expected())."""
     import pyarrow as pa
-    rb = pa.table(QueryBuilder().register("t", t).execute(f"SELECT {cols} FROM t").read_all())
-    live, dead, vers = {}, set(), {}
-    for r in rb.to_pylist():
-        vers[r["id"]] = r["_cdc_source_version"]
-        if r["_cdc_deleted"]:
-            dead.add(r["id"])
-        else:
-            live[r["id"]] = {c: wire_decode(c, r[c]) if isinstance(r[c], str) else norm(r[c]) for c in BUSINESS}
-    return live, dead, vers
+    import pyarrow.compute as pc
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks()
+    t = col.type
+    if name in ("id", "customer_id", "created_at", "updated_at", "ship_date"):
+        if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+            if name != "created_at":
+                raise ValueError(f"column {name}: unexpected text type {t}")
+            return pa.array([_iso_micros(x) for x in col.cast(pa.string()).to_pylist()], pa.int64())
+        if pa.types.is_timestamp(t):
+            return col.cast(pa.timestamp("us", tz=t.tz), safe=False).cast(pa.int64())
+        if pa.types.is_date32(t):
+            return col.cast(pa.int32()).cast(pa.int64())
+        return col.cast(pa.int64())
+    if name == "amount":
+        if pa.types.is_decimal(t):
+            return pc.cast(col.cast(pa.decimal128(38, 2)), pa.string())
+        if not wire:
+            return col.cast(pa.string())
+        return pa.array([_amount_text(x) for x in col.cast(pa.string()).to_pylist()], pa.string())
+    if name == "tags":
+        return col.cast(pa.list_(pa.string()))
+    if name in ("paid", "deleted"):
+        return col.cast(pa.bool_())
+    return col.cast(pa.string())
+
+
+def digest_batches(batches, wire=True):
+    """Record batches with BUSINESS + deleted + version -> sorted numpy arrays (id, deleted, h, vh)."""
+    import duckdb
+    import numpy as np
+    import pyarrow as pa
+    con = duckdb.connect()
+    cols = ", ".join(f'"{c}"' for c in BUSINESS[1:])
+    parts = []
+    for rb in batches:
+        if rb.num_rows == 0:
+            continue
+        c = pa.table({n: canon_column(n, rb.column(n), wire) for n in BUSINESS + ["deleted"]}
+                     | {"version": rb.column("version").cast(pa.string())})
+        con.register("c", c)
+        parts.append(con.execute(f"SELECT id, deleted, hash({cols}) AS h, hash(version) AS vh FROM c").to_arrow_table())
+        con.unregister("c")
+    if not parts:
+        return {k: np.array([], dtype=d) for k, d in (("id", np.int64), ("deleted", bool), ("h", np.uint64), ("vh", np.uint64))}
+    t = pa.concat_tables(parts)
+    order = np.argsort(t.column("id").to_numpy(), kind="stable")
+    out = {k: t.column(k).to_numpy()[order] for k in ("id", "deleted", "h", "vh")}
+    if len(out["id"]) > 1 and (np.diff(out["id"]) == 0).any():
+        dup = out["id"][1:][np.diff(out["id"]) == 0][:3]
+        raise SystemExit(f"gate: duplicate keys in a table, e.g. {dup.tolist()}")
+    return out
+
+
+TABLE_SQL = ", ".join(BUSINESS) + ", _cdc_deleted AS deleted, _cdc_source_version AS version"
+
+
+def table_batches(path, where=""):
+    from deltalake import DeltaTable, QueryBuilder
+    import pyarrow as pa
+    q = QueryBuilder().register("t", DeltaTable(path)).execute(f"SELECT {TABLE_SQL} FROM t {where}")
+    return iter(pa.RecordBatchReader.from_stream(q))  # deltalake hands out arro3 objects
+
+
+def expected_batches(path):
+    """dbzgen Expected() JSON lines -> record batches in the table layout."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+    row = pa.struct([("id", pa.int64()), ("customer_id", pa.int64()), ("status", pa.string()), ("amount", pa.string()),
+                     ("created_at", pa.int64()), ("updated_at", pa.int64()), ("ship_date", pa.int64()),
+                     ("payload", pa.string()), ("tags", pa.list_(pa.string())), ("note", pa.string()),
+                     ("uuid", pa.string()), ("paid", pa.bool_()), ("filler", pa.string())])
+    schema = pa.schema([("id", pa.int64()), ("deleted", pa.bool_()), ("row", row)])
+    rd = pj.open_json(path, read_options=pj.ReadOptions(block_size=16 << 20),
+                      parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore"))
+    for rb in rd:
+        r = rb.column("row")
+        cols = {n: r.field(n) for n in BUSINESS[1:]}
+        yield pa.RecordBatch.from_pydict({"id": rb.column("id"), **cols, "deleted": rb.column("deleted"),
+                                          "version": pa.nulls(rb.num_rows, pa.string())})
+
+
+def live_diff(x, y):
+    """Keys whose live row differs between digests x and y (present in one only, or other digest)."""
+    import numpy as np
+    xl, yl = ~x["deleted"], ~y["deleted"]
+    xi, yi = x["id"][xl], y["id"][yl]
+    only = np.setxor1d(xi, yi, assume_unique=True)
+    both, ix, iy = np.intersect1d(xi, yi, assume_unique=True, return_indices=True)
+    changed = both[x["h"][xl][ix] != y["h"][yl][iy]]
+    return np.union1d(only, changed)
+
+
+def versions_equal(x, y):
+    import numpy as np
+    return bool(np.array_equal(x["id"], y["id"]) and np.array_equal(x["vh"], y["vh"]))
+
+
+def sample_rows(batches, ids, wire=True):
+    out = {}
+    for rb in batches:
+        t = {n: canon_column(n, rb.column(n), wire).to_pylist() for n in BUSINESS + ["deleted"]}
+        for i, k in enumerate(t["id"]):
+            if k in ids:
+                out[k] = None if t["deleted"][i] else {n: t[n][i] for n in BUSINESS}
+    return out
 
 
 def gate(a, results, runid):
     exp_file = os.path.join(a.work, runid, "expected.jsonl")
     sh(gen_cmd(a, "unused", "-expected", exp_file))
-    exp_live, exp_dead = {}, set()
-    for line in open(exp_file):
-        e = json.loads(line)
-        if e["deleted"]:
-            exp_dead.add(e["id"])
-        else:
-            exp_live[e["id"]] = e["row"]
-    out = {"expected_live": len(exp_live), "expected_deleted": len(exp_dead), "tables": {}}
-    tables = {}
+    t0 = time.time()
+    exp = digest_batches(expected_batches(exp_file), wire=False)
+    out = {"expected_live": int((~exp["deleted"]).sum()), "expected_deleted": int(exp["deleted"].sum()), "tables": {}}
+    digests = {}
     for r in results:
-        live, dead, vers = read_table(r["table"])
-        tables[r["contender"]] = (live, vers)
-        diff = [k for k in set(live) | set(exp_live) if live.get(k) != exp_live.get(k)]
+        d = digest_batches(table_batches(r["table"]))
+        digests[r["contender"]] = d
+        diff = live_diff(d, exp)
         q = os.path.join(os.path.dirname(r["table"]), "quarantine.jsonl")
         quarantined = [json.loads(l) for l in open(q)] if os.path.exists(q) else []
-        out["tables"][r["contender"]] = {"live": len(live), "tombstones": len(dead),
+        sample = []
+        if len(diff):
+            ids = [int(k) for k in diff[:2]]
+            got = sample_rows(table_batches(r["table"], f"WHERE id IN ({', '.join(map(str, ids))})"), set(ids))
+            want = sample_rows(expected_batches(exp_file), set(ids), wire=False)
+            sample = [{"id": k, "table": got.get(k), "expected": want.get(k)} for k in ids]
+        out["tables"][r["contender"]] = {"live": int((~d["deleted"]).sum()), "tombstones": int(d["deleted"].sum()),
                                          "quarantined": [{"partition": x["partition"], "offset": x["offset"], "key": x.get("key"),
                                                           "error": x.get("error", {}).get("message")} for x in quarantined[:5]],
                                          "quarantined_count": len(quarantined),
-                                         "equal_to_expected": not diff, "diff_keys": len(diff),
-                                         "diff_sample": [{"id": k, "table": live.get(k), "expected": exp_live.get(k)} for k in sorted(diff)[:2]]}
-    names = list(tables)
+                                         "equal_to_expected": len(diff) == 0, "diff_keys": int(len(diff)),
+                                         "diff_sample": sample}
+        say(f"gate: {r['contender']} read and compared ({time.time() - t0:.0f}s so far)")
+    names = list(digests)
     pairs = {}
     for i in range(len(names)):
         for j in range(i + 1, len(names)):
-            x, y = tables[names[i]], tables[names[j]]
-            pairs[f"{names[i]} = {names[j]}"] = {"live_rows_equal": x[0] == y[0],
-                                                 "source_versions_equal": x[1] == y[1]}
+            x, y = digests[names[i]], digests[names[j]]
+            pairs[f"{names[i]} = {names[j]}"] = {"live_rows_equal": len(live_diff(x, y)) == 0,
+                                                 "source_versions_equal": versions_equal(x, y)}
     out["pairs"] = pairs
+    out["seconds"] = time.time() - t0
     out["pass"] = all(t["equal_to_expected"] for t in out["tables"].values()) and all(p["live_rows_equal"] for p in pairs.values())
     return out
 
@@ -453,6 +550,7 @@ def cmd_run(a):
     runid = a.runid or f"{time.strftime('%m%d%H%M%S')}-{a.size}"
     os.makedirs(os.path.join(a.work, runid), exist_ok=True)
     stats_file = os.path.join(a.work, runid, "stream.json")
+    a.changes_file = os.path.join(a.work, runid, "changes.jsonl")
     sh(gen_cmd(a, "unused", "-stats", stats_file, "-expected", os.devnull))
     stats = json.load(open(stats_file))
     a.split = int(stats["change_records"] * a.backlog / (a.backlog + a.live))

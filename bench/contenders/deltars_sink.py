@@ -122,6 +122,7 @@ def main():
     ap.add_argument("--max-interval", type=float, default=0.25)
     ap.add_argument("--format", default="json-schema")
     ap.add_argument("--group", default="bench.deltars")
+    ap.add_argument("--bootstrap-chunk", type=int, default=500000, help="snapshot rows per bootstrap write")
     a = ap.parse_args()
     schemaful = a.format == "json-schema"
     progress = os.path.join(a.work, "progress.jsonl")
@@ -131,15 +132,19 @@ def main():
     md = c.list_topics(a.topic, timeout=30).topics[a.topic]
     parts = sorted(md.partitions)
 
-    # 1. bootstrap: everything the topic holds now (the snapshot), one write
+    # 1. bootstrap: everything the topic holds now (the snapshot), written in chunks of
+    #    --bootstrap-chunk rows so memory stays bounded at 10M rows. A Debezium snapshot reads
+    #    each row once, so keys are distinct across chunks; within a chunk newest() still applies.
     t0 = time.time()
     lo_hi = {p: c.get_watermark_offsets(TopicPartition(a.topic, p), timeout=30) for p in parts}
     c.assign([TopicPartition(a.topic, p, lo_hi[p][0]) for p in parts])
     offs = {str(p): lo_hi[p][0] for p in parts}
     msgs = []
+    mode = "overwrite"
     pending = {p for p in parts if lo_hi[p][1] > lo_hi[p][0]}
-    while pending:
-        for m in c.consume(10000, 1.0):
+    while pending or msgs:
+        got = c.consume(10000, 1.0) if pending else []
+        for m in got:
             if m.error():
                 continue
             if m.offset() + 1 >= lo_hi[m.partition()][1]:
@@ -147,8 +152,12 @@ def main():
             if m.offset() < lo_hi[m.partition()][1]:
                 msgs.append(m)
                 offs[str(m.partition())] = m.offset() + 1
-    write_deltalake(a.table, to_table(newest(msgs, schemaful)), mode="overwrite")
-    del msgs
+        if msgs and (len(msgs) >= a.bootstrap_chunk or not pending):
+            write_deltalake(a.table, to_table(newest(msgs, schemaful)), mode=mode)
+            mode = "append"
+            msgs = []
+    if mode == "overwrite":  # empty snapshot: still create the table
+        write_deltalake(a.table, to_table([]), mode="overwrite")
     log(progress, {"bootstrap": True, "offsets": offs, "seconds": time.time() - t0, "t_end": time.time()})
     print(f"deltars: bootstrapped {a.table} in {time.time()-t0:.1f}s, offsets {offs}", file=sys.stderr, flush=True)
 

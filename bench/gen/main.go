@@ -40,6 +40,7 @@ import (
 
 type options struct {
 	brokers, topic, format, mix, part, offsets, expected, stats string
+	changesFile                                                 string
 	seed                                                        int64
 	snapshotRows, events, keys, rowWidth, partitions, txSize    int
 	from, to, lateDistance                                      int
@@ -71,6 +72,7 @@ func main() {
 	flag.StringVar(&o.offsets, "offsets", "", "append 'partition offset produce_ts_us' per delivered record to this file")
 	flag.StringVar(&o.expected, "expected", "", "write the reference final state (JSON lines) here and exit")
 	flag.StringVar(&o.stats, "stats", "", "write the stream's counts (JSON) here")
+	flag.StringVar(&o.changesFile, "changes-file", "", "cache of the changes part (kcat JSON lines): written when the stream is generated, read by -part changes instead of generating the whole stream again (10M snapshot rows take minutes and GBs)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "gen:", err)
@@ -107,17 +109,18 @@ func config(o options) (dbzgen.Config, error) {
 		Seed: o.seed, Partitions: o.partitions, Keys: keys, Events: o.events, SnapshotRows: o.snapshotRows,
 		Mix: dbzgen.Mix{Insert: mix[0], Update: mix[1], Delete: mix[2]}, Format: f, Tombstones: o.tombstones,
 		TxSize: o.txSize, Duplicates: o.duplicates, RowWidth: o.rowWidth,
+		// the snapshot is encoded while it is produced: at 10M rows the
+		// encoded stream would not fit in memory
+		LazySnapshot: true,
 	}, nil
 }
 
-// split returns the snapshot records and the changes part with the late
-// copies inserted (deterministically from the seed).
-func split(s *dbzgen.Stream, o options) (snap, changes []*source.Record) {
-	n := s.Counts().Snapshot
-	snap = s.Records[:n]
-	rest := s.Records[n:]
+// changes returns the part after the snapshot with the late copies
+// inserted (deterministically from the seed).
+func changes(s *dbzgen.Stream, o options) []*source.Record {
+	rest := s.Records // LazySnapshot: the records after the snapshot
 	if o.late <= 0 {
-		return snap, rest
+		return rest
 	}
 	rng := rand.New(rand.NewPCG(uint64(o.seed), 0x1a7e))
 	lateAt := map[int][]*source.Record{} // index in rest → copies to emit before it
@@ -132,13 +135,12 @@ func split(s *dbzgen.Stream, o options) (snap, changes []*source.Record) {
 			tail = append(tail, r)
 		}
 	}
-	changes = make([]*source.Record, 0, len(rest)+len(rest)/50)
+	out := make([]*source.Record, 0, len(rest)+len(rest)/50)
 	for i, r := range rest {
-		changes = append(changes, lateAt[i]...)
-		changes = append(changes, r)
+		out = append(out, lateAt[i]...)
+		out = append(out, r)
 	}
-	changes = append(changes, tail...)
-	return snap, changes
+	return append(out, tail...)
 }
 
 func run(o options) error {
@@ -147,17 +149,36 @@ func run(o options) error {
 		return err
 	}
 	t0 := time.Now()
+	if o.part == "changes" && o.changesFile != "" && o.expected == "" && o.stats == "" {
+		chg, err := loadChanges(o.changesFile)
+		if err == nil {
+			n, recs := changesRange(o, chg)
+			return produce(o, n, recs)
+		}
+		if !os.IsNotExist(err) {
+			return err
+		}
+	}
 	s := dbzgen.Generate(cfg)
-	snap, changes := split(s, o)
-	fmt.Fprintf(os.Stderr, "gen: %d snapshot + %d change records (%s, %.1fs)\n", len(snap), len(changes), o.format, time.Since(t0).Seconds())
+	chg := changes(s, o)
+	if o.changesFile != "" {
+		if err := saveChanges(o.changesFile, chg); err != nil {
+			return err
+		}
+	}
+	nSnap := s.Counts().Snapshot
+	fmt.Fprintf(os.Stderr, "gen: %d snapshot + %d change records (%s, %.1fs)\n", nSnap, len(chg), o.format, time.Since(t0).Seconds())
 	if o.stats != "" {
 		c := s.Counts()
 		var bytes int64
+		count := func(r *source.Record) error { bytes += int64(len(r.Key) + len(r.Value)); return nil }
+		_ = s.EachSnapshot(count)
 		for _, r := range s.Records {
-			bytes += int64(len(r.Key) + len(r.Value))
+			_ = count(r)
 		}
-		st := map[string]any{"counts": c, "snapshot_records": len(snap), "change_records": len(changes),
-			"avg_record_bytes": float64(bytes) / float64(max(1, len(s.Records))), "config": cfg}
+		n := nSnap + len(s.Records)
+		st := map[string]any{"counts": c, "snapshot_records": nSnap, "change_records": len(chg),
+			"avg_record_bytes": float64(bytes) / float64(max(1, n)), "config": cfg}
 		b, _ := json.MarshalIndent(st, "", "  ")
 		if err := os.WriteFile(o.stats, b, 0o644); err != nil {
 			return err
@@ -166,23 +187,91 @@ func run(o options) error {
 	if o.expected != "" {
 		return writeExpected(o.expected, s)
 	}
-	var recs []*source.Record
 	switch o.part {
 	case "all":
-		recs = append(append(recs, snap...), changes...)
+		return produce(o, nSnap+len(chg), func(fn func(*source.Record) error) error {
+			if err := s.EachSnapshot(fn); err != nil {
+				return err
+			}
+			return each(chg)(fn)
+		})
 	case "snapshot":
-		recs = snap
+		return produce(o, nSnap, s.EachSnapshot)
 	case "changes":
-		to := o.to
-		if to < 0 || to > len(changes) {
-			to = len(changes)
-		}
-		from := min(max(o.from, 0), to)
-		recs = changes[from:to]
+		n, recs := changesRange(o, chg)
+		return produce(o, n, recs)
 	default:
 		return fmt.Errorf("-part %q: all, snapshot or changes", o.part)
 	}
-	return produce(o, recs)
+}
+
+// changesRange selects -from/-to of the changes part.
+func changesRange(o options, chg []*source.Record) (int, func(func(*source.Record) error) error) {
+	to := o.to
+	if to < 0 || to > len(chg) {
+		to = len(chg)
+	}
+	from := min(max(o.from, 0), to)
+	return to - from, each(chg[from:to])
+}
+
+func each(recs []*source.Record) func(func(*source.Record) error) error {
+	return func(fn func(*source.Record) error) error {
+		for _, r := range recs {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// saveChanges writes the changes part as kcat JSON lines (written to a
+// temporary name and renamed, so a reader never sees half a file).
+func saveChanges(path string, recs []*source.Record) error {
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	for _, r := range recs {
+		if err := source.WriteJSONLine(w, r); err != nil {
+			f.Close()
+			return fmt.Errorf("save changes: %w", err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("save changes: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("save changes: %w", err)
+	}
+	return os.Rename(tmp, path)
+}
+
+// loadChanges reads what saveChanges wrote.
+func loadChanges(path string) ([]*source.Record, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	var recs []*source.Record
+	for sc.Scan() {
+		r, err := source.ParseLine(sc.Bytes(), source.LineDefaults{})
+		if err != nil {
+			return nil, fmt.Errorf("%s line %d: %w", path, len(recs)+1, err)
+		}
+		recs = append(recs, r)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return recs, nil
 }
 
 func ensureTopic(o options) error {
@@ -240,7 +329,8 @@ func restamp(v []byte, now time.Time) []byte {
 	return out
 }
 
-func produce(o options, recs []*source.Record) error {
+// produce sends the n records each yields, in order, at -rate.
+func produce(o options, n int, yield func(func(*source.Record) error) error) error {
 	if err := ensureTopic(o); err != nil {
 		return err
 	}
@@ -265,7 +355,7 @@ func produce(o options, recs []*source.Record) error {
 	done := make(chan error, 1)
 	go func() {
 		var firstErr error
-		n := 0
+		got := 0
 		for e := range p.Events() {
 			m, ok := e.(*kafka.Message)
 			if !ok {
@@ -277,33 +367,34 @@ func produce(o options, recs []*source.Record) error {
 			if offW != nil && m.TopicPartition.Error == nil {
 				fmt.Fprintf(offW, "%d %d %d\n", m.TopicPartition.Partition, int64(m.TopicPartition.Offset), m.Opaque.(int64))
 			}
-			n++
-			if n == len(recs) {
+			got++
+			if got == n {
 				break
 			}
 		}
 		done <- firstErr
 	}()
 	t0 := time.Now()
-	for i, r := range recs {
+	i := 0
+	err = yield(func(r *source.Record) error {
 		if o.rate > 0 {
 			due := t0.Add(time.Duration(float64(i) / o.rate * float64(time.Second)))
 			if d := time.Until(due); d > 0 {
 				time.Sleep(d)
 			}
 		}
+		i++
 		now := time.Now()
 		hs := make([]kafka.Header, len(r.Headers))
 		for j, h := range r.Headers {
 			hs[j] = kafka.Header{Key: h.Key, Value: h.Value}
 		}
-		part := r.Partition
-		m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &o.topic, Partition: part},
+		m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &o.topic, Partition: r.Partition},
 			Key: r.Key, Value: restamp(r.Value, now), Headers: hs, Timestamp: now, Opaque: now.UnixMicro()}
 		for {
 			err := p.Produce(m, nil)
 			if err == nil {
-				break
+				return nil
 			}
 			if ke, ok := err.(kafka.Error); ok && ke.Code() == kafka.ErrQueueFull {
 				p.Flush(100)
@@ -311,8 +402,14 @@ func produce(o options, recs []*source.Record) error {
 			}
 			return err
 		}
+	})
+	if err != nil {
+		return err
 	}
-	if len(recs) == 0 {
+	if i != n {
+		return fmt.Errorf("produced %d records, expected %d", i, n)
+	}
+	if n == 0 {
 		return nil
 	}
 	for p.Flush(1000) > 0 {
@@ -321,7 +418,7 @@ func produce(o options, recs []*source.Record) error {
 		return err
 	}
 	el := time.Since(t0).Seconds()
-	fmt.Fprintf(os.Stderr, "gen: produced %d records to %s in %.1fs (%.0f/s)\n", len(recs), o.topic, el, float64(len(recs))/el)
+	fmt.Fprintf(os.Stderr, "gen: produced %d records to %s in %.1fs (%.0f/s)\n", n, o.topic, el, float64(n)/el)
 	return nil
 }
 
@@ -336,7 +433,7 @@ func writeExpected(path string, s *dbzgen.Stream) error {
 	}
 	w := bufio.NewWriterSize(f, 1<<20)
 	enc := json.NewEncoder(w)
-	for _, r := range s.Expected() {
+	err = s.EachExpected(func(r dbzgen.Row) error {
 		line := map[string]any{"id": r.ID, "deleted": r.Deleted}
 		if !r.Deleted {
 			row := map[string]any{}
@@ -349,10 +446,11 @@ func writeExpected(path string, s *dbzgen.Stream) error {
 			}
 			line["row"] = row
 		}
-		if err := enc.Encode(line); err != nil {
-			f.Close()
-			return err
-		}
+		return enc.Encode(line)
+	})
+	if err != nil {
+		f.Close()
+		return err
 	}
 	if err := w.Flush(); err != nil {
 		f.Close()

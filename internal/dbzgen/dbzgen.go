@@ -39,6 +39,7 @@
 package dbzgen
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/cdcsink/cdc-sink/normalize"
@@ -153,6 +154,13 @@ type Config struct {
 	// by LSN, which is wrong for interleaved transactions and for the
 	// snapshot handoff, so Expected is reachable only without them.
 	UnwrapLSNOnly bool
+	// LazySnapshot keeps the initial snapshot out of Records: they hold the
+	// records after it (with their offsets unchanged), and EachSnapshot
+	// encodes the snapshot records one at a time. The reference model is
+	// not materialised either (see EachExpected). With it, a 10M-row stream
+	// needs a few GB instead of tens: the encoded snapshot is what is big.
+	// Malformed must be 0.
+	LazySnapshot bool
 }
 
 // Coord is the Kafka coordinate of a record.
@@ -247,6 +255,64 @@ type Stream struct {
 	expected  map[string]Row
 	malformed []Coord
 	counts    Counts
+
+	// LazySnapshot: the snapshot events, their encoder, and the final key
+	// states the reference model is built from on demand.
+	snapEvents []event
+	enc        *encoder
+	final      []keyState
+}
+
+// EachSnapshot calls fn for each record of the initial snapshot in emission
+// order, with the partition and offset it has in the full stream. With
+// LazySnapshot each record is encoded on the fly (a fresh allocation);
+// without it this walks the snapshot prefix of Records.
+func (s *Stream) EachSnapshot(fn func(*source.Record) error) error {
+	if s.enc == nil {
+		for _, r := range s.Records[:s.counts.Snapshot] {
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	next := make([]int64, s.Config.Partitions)
+	for i := range s.snapEvents {
+		r := s.enc.record(s.Topic, &s.snapEvents[i])
+		r.Partition = partitionOf(r.Key, s.Config.Partitions)
+		r.Offset = next[r.Partition]
+		next[r.Partition]++
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EachExpected calls fn with the final state of every key the stream
+// touched, in id order (what Expected returns, without building the map).
+func (s *Stream) EachExpected(fn func(Row) error) error {
+	if s.final == nil {
+		ids := make([]int64, 0, len(s.expected))
+		for _, r := range s.expected {
+			ids = append(ids, r.ID)
+		}
+		slices.Sort(ids)
+		for _, id := range ids {
+			if err := fn(s.expected[KeyString(id)]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for id := int64(1); id < int64(len(s.final)); id++ {
+		if row, ok := finalRow(id, &s.final[id]); ok {
+			if err := fn(row); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Expected returns the final state per key (KeyString(id)) a correct sink
@@ -254,6 +320,11 @@ type Stream struct {
 // wins; deleted keys are present with Deleted set; TOAST-unchanged values are
 // the previous ones. The map is a fresh copy.
 func (s *Stream) Expected() map[string]Row {
+	if s.final != nil {
+		m := make(map[string]Row, s.counts.LiveKeys+s.counts.DeletedKeys)
+		_ = s.EachExpected(func(r Row) error { m[KeyString(r.ID)] = r; return nil })
+		return m
+	}
 	m := make(map[string]Row, len(s.expected))
 	for k, v := range s.expected {
 		m[k] = v

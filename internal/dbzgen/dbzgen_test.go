@@ -64,6 +64,47 @@ func TestDeterministic(t *testing.T) {
 	sameRecords(t, Lab().Records, Lab().Records)
 }
 
+// LazySnapshot must give the same stream as the eager form, byte for byte,
+// with the same offsets and the same reference model.
+func TestLazySnapshotSameStream(t *testing.T) {
+	for _, f := range allFormats {
+		cfg := full(f, 9)
+		cfg.Malformed = 0
+		eager := Generate(cfg)
+		cfg.LazySnapshot = true
+		lazy := Generate(cfg)
+		n := eager.Counts().Snapshot
+		if n == 0 || lazy.Counts() != eager.Counts() {
+			t.Fatalf("%v: counts %+v vs %+v", f, lazy.Counts(), eager.Counts())
+		}
+		var snap []*source.Record
+		if err := lazy.EachSnapshot(func(r *source.Record) error { snap = append(snap, r); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		var eagerSnap []*source.Record
+		if err := eager.EachSnapshot(func(r *source.Record) error { eagerSnap = append(eagerSnap, r); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		sameRecords(t, snap, eager.Records[:n])
+		sameRecords(t, eagerSnap, eager.Records[:n])
+		sameRecords(t, lazy.Records, eager.Records[n:])
+		if !reflect.DeepEqual(lazy.Expected(), eager.Expected()) {
+			t.Fatalf("%v: Expected differs", f)
+		}
+		var a, b []Row
+		_ = lazy.EachExpected(func(r Row) error { a = append(a, r); return nil })
+		_ = eager.EachExpected(func(r Row) error { b = append(b, r); return nil })
+		if len(a) != len(eager.Expected()) || !reflect.DeepEqual(a, b) {
+			t.Fatalf("%v: EachExpected differs (%d vs %d rows)", f, len(a), len(b))
+		}
+		for i := 1; i < len(a); i++ {
+			if a[i-1].ID >= a[i].ID {
+				t.Fatalf("%v: EachExpected not in id order at %d", f, i)
+			}
+		}
+	}
+}
+
 func TestOffsetsPerPartition(t *testing.T) {
 	s := Generate(full(JSONSchema, 1))
 	next := map[int32]int64{}

@@ -68,6 +68,9 @@ func withDefaults(cfg Config) Config {
 // SnapshotRows), Mix {0.3, 0.6, 0.1}, Concurrency 3 if TxSize > 1 else 1.
 func Generate(cfg Config) *Stream {
 	cfg = withDefaults(cfg)
+	if cfg.LazySnapshot && cfg.Malformed > 0 {
+		panic("dbzgen: LazySnapshot with Malformed records is not supported")
+	}
 	g := &gen{
 		cfg:      cfg,
 		rng:      newRand(cfg.Seed, 1),
@@ -96,8 +99,16 @@ func (g *gen) finish() *Stream {
 	s := &Stream{Config: cfg, Topic: cfg.Prefix + "." + cfg.Schema + "." + cfg.Table}
 	enc := newEncoder(cfg, g.runID())
 
+	// LazySnapshot: the snapshot prefix stays as events (nil records here;
+	// nothing below dereferences them: replays and malformed records are
+	// placed after it), encoded later by EachSnapshot.
+	lazy := 0
+	if cfg.LazySnapshot {
+		lazy = g.counts.Snapshot
+		s.snapEvents, s.enc = g.events[:lazy:lazy], enc
+	}
 	recs := make([]*source.Record, len(g.events))
-	for i := range g.events {
+	for i := lazy; i < len(g.events); i++ {
 		recs[i] = enc.record(s.Topic, &g.events[i])
 	}
 	g.counts.Records = len(recs)
@@ -182,11 +193,14 @@ func (g *gen) finish() *Stream {
 
 	// Partitions and offsets.
 	next := make([]int64, cfg.Partitions)
-	for _, r := range out {
-		p := int32(0)
-		if cfg.Partitions > 1 {
-			p = int32((murmur2(r.Key) & 0x7fffffff) % uint32(cfg.Partitions))
+	for i, r := range out {
+		var p int32
+		if i < lazy {
+			p = partitionOf(enc.key(g.events[i].id), cfg.Partitions)
+			next[p]++
+			continue
 		}
+		p = partitionOf(r.Key, cfg.Partitions)
 		r.Partition = p
 		r.Offset = next[p]
 		next[p]++
@@ -194,27 +208,52 @@ func (g *gen) finish() *Stream {
 			s.malformed = append(s.malformed, Coord{Topic: r.Topic, Partition: p, Offset: r.Offset})
 		}
 	}
-	s.Records = out
+	s.Records = out[lazy:]
 	g.counts.Records = len(out)
 
 	// Reference model.
-	s.expected = make(map[string]Row)
+	if lazy > 0 {
+		s.final = g.keys
+	} else {
+		s.expected = make(map[string]Row)
+	}
 	for id := int64(1); id < int64(len(g.keys)); id++ {
-		k := &g.keys[id]
-		if !k.seen {
+		row, ok := finalRow(id, &g.keys[id])
+		if !ok {
 			continue
 		}
-		row := Row{ID: id, Deleted: !k.exists, Snapshot: k.snap, Commit: k.commit, LSN: k.lsn}
-		if k.exists {
-			row.Values = k.row.values()
-			g.counts.LiveKeys++
-		} else {
+		if row.Deleted {
 			g.counts.DeletedKeys++
+		} else {
+			g.counts.LiveKeys++
 		}
-		s.expected[KeyString(id)] = row
+		if s.expected != nil {
+			s.expected[KeyString(id)] = row
+		}
 	}
 	s.counts = g.counts
 	return s
+}
+
+// finalRow is the reference-model row of key id, false if the stream never
+// touched it.
+func finalRow(id int64, k *keyState) (Row, bool) {
+	if !k.seen {
+		return Row{}, false
+	}
+	row := Row{ID: id, Deleted: !k.exists, Snapshot: k.snap, Commit: k.commit, LSN: k.lsn}
+	if k.exists {
+		row.Values = k.row.values()
+	}
+	return row, true
+}
+
+// partitionOf is the Kafka default partitioner's choice for key.
+func partitionOf(key []byte, partitions int) int32 {
+	if partitions <= 1 {
+		return 0
+	}
+	return int32((murmur2(key) & 0x7fffffff) % uint32(partitions))
 }
 
 // malformed builds corrupt record i. Kinds rotate: bad JSON, unknown op,
