@@ -26,6 +26,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -226,52 +227,33 @@ func each(recs []*source.Record) func(func(*source.Record) error) error {
 	}
 }
 
-// saveChanges writes the changes part as kcat JSON lines (written to a
-// temporary name and renamed, so a reader never sees half a file).
+// saveChanges writes the changes part as kcat JSON lines (to a temporary
+// name, then renamed: a reader never sees half a file).
 func saveChanges(path string, recs []*source.Record) error {
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriterSize(f, 1<<20)
-	for _, r := range recs {
-		if err := source.WriteJSONLine(w, r); err != nil {
-			f.Close()
-			return fmt.Errorf("save changes: %w", err)
-		}
-	}
-	if err := w.Flush(); err != nil {
-		f.Close()
+	if err := dbzgen.WriteKcatFile(path+".tmp", recs); err != nil {
 		return fmt.Errorf("save changes: %w", err)
 	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("save changes: %w", err)
-	}
-	return os.Rename(tmp, path)
+	return os.Rename(path+".tmp", path)
 }
 
 // loadChanges reads what saveChanges wrote.
 func loadChanges(path string) ([]*source.Record, error) {
-	f, err := os.Open(path)
+	f, err := source.OpenFile(path, source.FileOptions{})
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
 	var recs []*source.Record
-	for sc.Scan() {
-		r, err := source.ParseLine(sc.Bytes(), source.LineDefaults{})
+	for {
+		r, err := f.Next()
+		if err == io.EOF {
+			return recs, nil
+		}
 		if err != nil {
-			return nil, fmt.Errorf("%s line %d: %w", path, len(recs)+1, err)
+			return nil, err
 		}
 		recs = append(recs, r)
 	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return recs, nil
 }
 
 func ensureTopic(o options) error {
