@@ -3,78 +3,74 @@ package merge
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
+	"github.com/cdcsink/cdc-sink/delta/parquetio"
 	"github.com/cdcsink/cdc-sink/normalize"
 	"github.com/cdcsink/cdc-sink/versioning"
 )
 
-// readColumns reads the named columns of one data file. Columns the file
-// does not have (added later by schema evolution) come back as nil.
-func (o *deltaOps) readColumns(ctx context.Context, path string, names []string) ([]arrow.Array, int64, error) {
+// readColumns reads the named columns of one data file through parquetio
+// (the Delta read schema's types, partition values, the panic guard for
+// corrupt files), one array per name. Columns the file does not have (added
+// later by schema evolution) read as nulls. Deleted rows are kept: callers
+// address rows by physical index.
+func (o *deltaOps) readColumns(ctx context.Context, st *state, fs *fileState, names []string) ([]arrow.Array, int64, error) {
+	path := fs.add.Path
 	f, size, err := o.store.Open(ctx, path)
 	if err != nil {
 		return nil, 0, err
 	}
 	defer f.Close()
-	_ = size
-	pf, err := file.NewParquetReader(f)
+	rd, err := parquetio.ReadFile(ctx, f, size, st.schema, parquetio.ReadOptions{
+		Columns: names, PartitionValues: fs.add.PartitionValues, Name: path,
+		// big records, few concatenations (not the whole file: pqarrow
+		// reserves buffers for a full batch up front)
+		BatchSize: 1 << 20,
+	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("open parquet %s: %w", path, err)
+		return nil, 0, fmt.Errorf("read %s: %w", path, err)
 	}
-	defer pf.Close()
-	fr, err := pqarrow.NewFileReader(pf, pqarrow.ArrowReadProperties{Parallel: false, BatchSize: 64 << 10}, memory.DefaultAllocator)
-	if err != nil {
-		return nil, 0, fmt.Errorf("read parquet %s: %w", path, err)
-	}
-	// Read only the leaf columns of the wanted top-level fields.
-	want := map[string]int{}
-	for i, n := range names {
-		want[n] = i
-	}
-	md := pf.MetaData().Schema
-	var leaves []int
-	for i := 0; i < md.NumColumns(); i++ {
-		if _, ok := want[md.Column(i).ColumnPath()[0]]; ok {
-			leaves = append(leaves, i)
+	defer rd.Close()
+	rows := rd.NumRows()
+	var recs []arrow.RecordBatch
+	defer func() {
+		for _, r := range recs {
+			r.Release()
 		}
+	}()
+	for {
+		rec, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, 0, fmt.Errorf("read %s: %w", path, err)
+		}
+		recs = append(recs, rec)
 	}
-	rows := pf.NumRows()
 	out := make([]arrow.Array, len(names))
-	if len(leaves) == 0 {
-		return out, rows, nil
-	}
-	rgs := make([]int, pf.NumRowGroups())
-	for i := range rgs {
-		rgs[i] = i
-	}
-	tbl, err := fr.ReadRowGroups(ctx, leaves, rgs)
-	if err != nil {
-		return nil, 0, fmt.Errorf("read parquet %s: %w", path, err)
-	}
-	defer tbl.Release()
-	for c := 0; c < int(tbl.NumCols()); c++ {
-		i, ok := want[tbl.Schema().Field(c).Name]
-		if !ok {
-			continue
+	for i := range names {
+		chunks := make([]arrow.Array, len(recs))
+		for j, r := range recs {
+			chunks[j] = r.Column(i)
 		}
-		chunks := tbl.Column(c).Data().Chunks()
-		var arr arrow.Array
-		if len(chunks) == 1 {
-			arr = chunks[0]
-			arr.Retain()
-		} else {
-			arr, err = array.Concatenate(chunks, memory.DefaultAllocator)
-			if err != nil {
-				return nil, 0, err
+		switch len(chunks) {
+		case 0:
+			out[i] = array.MakeArrayOfNull(memory.DefaultAllocator, rd.Schema().Field(i).Type, 0)
+		case 1:
+			out[i] = chunks[0]
+			out[i].Retain()
+		default:
+			if out[i], err = array.Concatenate(chunks, memory.DefaultAllocator); err != nil {
+				releaseAll(out)
+				return nil, 0, fmt.Errorf("read %s: %w", path, err)
 			}
 		}
-		out[i] = arr
 	}
 	return out, rows, nil
 }
@@ -87,7 +83,7 @@ func (o *deltaOps) scanIndex(ctx context.Context, st *state) error {
 	key := make([]any, nk)
 	var buf []byte
 	for id, fs := range st.files {
-		cols, rows, err := o.readColumns(ctx, fs.add.Path, names)
+		cols, rows, err := o.readColumns(ctx, st, fs, names)
 		if err != nil {
 			return err
 		}
@@ -96,17 +92,19 @@ func (o *deltaOps) scanIndex(ctx context.Context, st *state) error {
 		if fs.dv != nil {
 			fs.live -= int64(fs.dv.GetCardinality())
 		}
-		for i, c := range cols {
-			if c == nil {
-				releaseAll(cols)
-				return fmt.Errorf("file %s lacks column %s", fs.add.Path, names[i])
-			}
+		vers, ok1 := cols[nk].(*array.String)
+		del, ok2 := cols[nk+1].(*array.Boolean)
+		if !ok1 || !ok2 {
+			releaseAll(cols)
+			return fmt.Errorf("file %s: %s/%s have types %s/%s, not string/boolean", fs.add.Path, ColVersion, ColDeleted, cols[nk].DataType(), cols[nk+1].DataType())
 		}
-		vers := cols[nk].(*array.String)
-		del := cols[nk+1].(*array.Boolean)
 		for r := 0; r < int(rows); r++ {
 			if fs.dv != nil && fs.dv.Contains(uint64(r)) {
 				continue
+			}
+			if vers.IsNull(r) || del.IsNull(r) {
+				releaseAll(cols)
+				return fmt.Errorf("file %s row %d: null %s or %s (file lacks the column, or not written by cdc-sink)", fs.add.Path, r, ColVersion, ColDeleted)
 			}
 			for k := 0; k < nk; k++ {
 				key[k] = arrowValue(cols[k], r)
@@ -135,7 +133,7 @@ func (o *deltaOps) readRows(ctx context.Context, st *state, file int32, rows []i
 	for i, f := range st.schema.Fields {
 		names[i] = f.Name
 	}
-	cols, _, err := o.readColumns(ctx, st.files[file].add.Path, names)
+	cols, _, err := o.readColumns(ctx, st, st.files[file], names)
 	if err != nil {
 		return nil, err
 	}

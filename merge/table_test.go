@@ -312,3 +312,33 @@ func TestSchemalessNullOnlyColumns(t *testing.T) {
 		t.Fatalf("rows %v", rows)
 	}
 }
+
+// A data file that is not valid Parquet makes Open fail with an error that
+// names the file, never a panic, and the table is left untouched.
+func TestOpenCorruptDataFile(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	tb := openT(t, dir)
+	if _, err := tb.Apply(ctx, batchOf("t", 2, ch(1, 'c', "A", "1.00", v(1)), ch(2, 'c', "B", "2.00", v(2))), noReject(t)); err != nil {
+		t.Fatal(err)
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*.parquet"))
+	if err != nil || len(files) != 1 {
+		t.Fatalf("data files = %v (%v)", files, err)
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// keep the footer magic, scramble the middle: a plausible but corrupt file
+	for i := 4; i < len(b)-8; i++ {
+		b[i] ^= 0x5a
+	}
+	if err := os.WriteFile(files[0], b, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(ctx, dir, Options{Sink: "test"})
+	if err == nil || !strings.Contains(err.Error(), filepath.Base(files[0])) {
+		t.Fatalf("Open on a corrupt data file: err = %v, want an error naming %s", err, filepath.Base(files[0]))
+	}
+}
