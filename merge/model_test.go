@@ -167,7 +167,7 @@ func tableState(t *testing.T, dir string) map[int64]modelRow {
 	}
 	statusIdx := fieldIndex(tb.st.schema, "status")
 	idIdx := fieldIndex(tb.st.schema, "pedido_id")
-	for _, l := range tb.st.index {
+	for l := range tb.st.index.Locs() {
 		rows, err := tb.ops.readRows(ctx, tb.st, l.file, []int64{int64(l.row)})
 		if err != nil {
 			t.Fatal(err)

@@ -116,10 +116,10 @@ func (o *deltaOps) scanIndex(ctx context.Context, st *state) error {
 				return fmt.Errorf("file %s row %d: %w", fs.add.Path, r, err)
 			}
 			l := loc{file: int32(id), row: int32(r), ver: v, deleted: del.Value(r)}
-			if prev, dup := st.index[string(buf)]; dup && !prev.ver.Less(v) {
+			if prev, dup := st.index.GetBytes(buf); dup && !prev.ver.Less(v) {
 				continue // a live duplicate would be a bug; keep the newest
 			}
-			st.index[string(buf)] = l
+			st.index.SetBytes(buf, l)
 		}
 		releaseAll(cols)
 	}

@@ -95,7 +95,7 @@ type state struct {
 	keyCols []string
 	files   []*fileState
 	byPath  map[string]int32
-	index   map[string]loc
+	index   *keyIndex
 	offsets map[TP]int64
 	tracker []versioning.PartitionState
 	batchID int64
@@ -202,7 +202,7 @@ func (t *Table) LiveRows() (live, deleted int) {
 	if t.st == nil {
 		return 0, 0
 	}
-	for _, l := range t.st.index {
+	for l := range t.st.index.Locs() {
 		if l.deleted {
 			deleted++
 		} else {
@@ -250,7 +250,7 @@ func (t *Table) loadState(ctx context.Context, snap *snapshotView) (*state, erro
 		meta:    meta,
 		keyCols: strings.Split(keyConf, ","),
 		byPath:  map[string]int32{},
-		index:   map[string]loc{},
+		index:   newKeyIndex(),
 		offsets: map[TP]int64{},
 	}
 	if err := st.setSchema(snap.schema); err != nil {
@@ -452,7 +452,7 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 		usableIdx = append(usableIdx, i)
 	}
 	folded := Fold(usable, func(k string) Stored {
-		l, ok := t.st.index[k]
+		l, ok := t.st.index.Get(k)
 		if !ok {
 			return Stored{}
 		}
@@ -628,7 +628,7 @@ func (t *Table) afterCommit(v int64, p *plan, b *Batch, batchID int64) {
 		st.byPath[nf.add.Path] = id
 		st.files = append(st.files, &fileState{add: nf.add, rows: nf.rows, live: nf.rows})
 		for i, k := range nf.keys {
-			st.index[k] = loc{file: id, row: int32(i), ver: nf.versions[i], deleted: nf.deleted[i]}
+			st.index.Set(k, loc{file: id, row: int32(i), ver: nf.versions[i], deleted: nf.deleted[i]})
 		}
 	}
 }
@@ -662,21 +662,22 @@ func (t *Table) Rows(ctx context.Context) ([]Row, error) {
 	if t.st == nil {
 		return nil, nil
 	}
-	keys := make([]string, 0, len(t.st.index))
-	for k := range t.st.index {
+	keys := make([]string, 0, t.st.index.Len())
+	locs := make(map[string]loc, t.st.index.Len())
+	for k, l := range t.st.index.All() {
 		keys = append(keys, k)
+		locs[k] = l
 	}
 	sort.Strings(keys)
 	byFile := map[int32][]int{}
 	for i, k := range keys {
-		l := t.st.index[k]
-		byFile[l.file] = append(byFile[l.file], i)
+		byFile[locs[k].file] = append(byFile[locs[k].file], i)
 	}
 	out := make([]Row, len(keys))
 	for file, idx := range byFile {
 		rows := make([]int64, len(idx))
 		for j, i := range idx {
-			rows[j] = int64(t.st.index[keys[i]].row)
+			rows[j] = int64(locs[keys[i]].row)
 		}
 		vals, err := t.ops.readRows(ctx, t.st, file, rows)
 		if err != nil {

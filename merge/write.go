@@ -58,7 +58,7 @@ func (t *Table) write(ctx context.Context, finals []*Final, batchID int64, res *
 	rows := make([][]any, len(finals))
 	now := t.opts.Now()
 	for i, f := range finals {
-		old, had := st.index[f.Key]
+		old, had := st.index.Get(f.Key)
 		switch {
 		case f.Deleted:
 			res.Deleted++
@@ -191,7 +191,7 @@ func (t *Table) fillFromStored(ctx context.Context, finals []*Final) error {
 			// A primary-key change: the old key's row holds the values.
 			key = f.FillKey
 		}
-		l, ok := t.st.index[key]
+		l, ok := t.st.index.Get(key)
 		switch {
 		case !ok:
 			continue // nothing stored: written as null
@@ -245,18 +245,20 @@ func (t *Table) truncateFinals(ctx context.Context, f *Folded) ([]*Final, error)
 		decided[fin.Key] = true
 	}
 	byFile := map[int32][]string{}
-	for k, l := range t.st.index {
+	rowOf := map[string]int32{}
+	for k, l := range t.st.index.All() {
 		if l.deleted || decided[k] || !l.ver.Less(tr.Version) {
 			continue
 		}
 		byFile[l.file] = append(byFile[l.file], k)
+		rowOf[k] = l.row
 	}
 	var out []*Final
 	for file, keys := range byFile {
 		sort.Strings(keys)
 		rowIdx := make([]int64, len(keys))
 		for i, k := range keys {
-			rowIdx[i] = int64(t.st.index[k].row)
+			rowIdx[i] = int64(rowOf[k])
 		}
 		vals, err := t.ops.readRows(ctx, t.st, file, rowIdx)
 		if err != nil {

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"sort"
 	"strconv"
@@ -62,17 +63,22 @@ func (g *gen) change(id int64, op byte) *normalize.Change {
 }
 
 type result struct {
-	Rows          int64   `json:"rows"`
-	BatchChanges  int     `json:"batch_changes"`
-	Batches       int     `json:"batches"`
-	BuildSeconds  float64 `json:"build_seconds"`
-	OpenSeconds   float64 `json:"open_seconds"`
-	MedianMs      float64 `json:"median_ms"`
-	P99Ms         float64 `json:"p99_ms"`
-	MaxMs         float64 `json:"max_ms"`
-	MedianBytes   int64   `json:"median_bytes_written"`
-	MaxBytes      int64   `json:"max_bytes_written"`
-	PeakRSSMiB    float64 `json:"peak_rss_mib"`
+	Rows         int64   `json:"rows"`
+	BatchChanges int     `json:"batch_changes"`
+	Batches      int     `json:"batches"`
+	BuildSeconds float64 `json:"build_seconds"`
+	OpenSeconds  float64 `json:"open_seconds"`
+	MedianMs     float64 `json:"median_ms"`
+	P99Ms        float64 `json:"p99_ms"`
+	MaxMs        float64 `json:"max_ms"`
+	MedianBytes  int64   `json:"median_bytes_written"`
+	MaxBytes     int64   `json:"max_bytes_written"`
+	PeakRSSMiB   float64 `json:"peak_rss_mib"`
+	// HeapAfterOpenMiB is the live Go heap right after Open (a forced GC):
+	// what holding this table open costs, mostly the key index.
+	HeapAfterOpenMiB float64 `json:"heap_after_open_mib"`
+	// GCCPUSeconds is the CPU the garbage collector used during the batches.
+	GCCPUSeconds  float64 `json:"gc_cpu_seconds"`
 	ChangesPerSec float64 `json:"changes_per_sec"`
 	TableVersion  int64   `json:"table_version"`
 }
@@ -133,6 +139,11 @@ func main() {
 		fail(err)
 	}
 	res.OpenSeconds = time.Since(t0).Seconds()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	res.HeapAfterOpenMiB = float64(ms.HeapAlloc) / (1 << 20)
+	gc0 := gcCPU()
 	if *cpuprof != "" {
 		f, err := os.Create(*cpuprof)
 		if err != nil {
@@ -186,11 +197,22 @@ func main() {
 	res.MedianBytes = bytes[len(bytes)/2]
 	res.MaxBytes = bytes[len(bytes)-1]
 	res.PeakRSSMiB = peakRSS()
+	res.GCCPUSeconds = gcCPU() - gc0
 	res.ChangesPerSec = float64(*batch**batches) / total.Seconds()
 	res.TableVersion = t.Version()
 	pprof.StopCPUProfile()
 	out, _ := json.MarshalIndent(res, "", "  ")
 	fmt.Println(string(out))
+}
+
+// gcCPU is the CPU time the GC has used so far (runtime/metrics).
+func gcCPU() float64 {
+	s := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() != metrics.KindFloat64 {
+		return 0
+	}
+	return s[0].Value.Float64()
 }
 
 // peakRSS reads VmHWM from /proc/self/status (Linux).

@@ -79,6 +79,7 @@ type QuarConf struct {
 // HTTPConf is the health/metrics listener.
 type HTTPConf struct {
 	Listen string `yaml:"listen" doc:"address for /healthz /readyz /metrics /progress (empty: off)"`
+	Pprof  bool   `yaml:"pprof" doc:"also serve Go's /debug/pprof/ profiles on the listener (off by default: it exposes internals)"`
 }
 
 // LogConf configures slog.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 // metrics is the Prometheus side of the sidecar plus the /progress state.
 type metrics struct {
+	pprof       bool // serve /debug/pprof/
 	reg         *prometheus.Registry
 	recordsIn   prometheus.Counter
 	bytesIn     prometheus.Counter
@@ -229,7 +231,8 @@ func (m *metrics) setLag(lag map[[2]string]int64) {
 	}
 }
 
-// handler serves /healthz, /readyz, /metrics and /progress.
+// handler serves /healthz, /readyz, /metrics and /progress, and
+// /debug/pprof/ when http.pprof is set.
 func (m *metrics) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -255,6 +258,13 @@ func (m *metrics) handler() http.Handler {
 		_ = json.NewEncoder(w).Encode(body)
 	})
 	mux.Handle("/metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	if m.pprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.HandleFunc("/progress", func(w http.ResponseWriter, _ *http.Request) {
 		m.mu.Lock()
 		p := m.last

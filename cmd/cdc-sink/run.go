@@ -68,6 +68,7 @@ type runHooks struct {
 // health and metrics, and stop cleanly on ctx cancellation (SIGTERM).
 func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) error {
 	m := newMetrics(cfg.Sink)
+	m.pprof = cfg.HTTP.Pprof
 	if cfg.HTTP.Listen != "" {
 		addr, stop, err := m.serve(cfg.HTTP.Listen)
 		if err != nil {
