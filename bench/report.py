@@ -106,23 +106,23 @@ def write(a):
         L.append("")
     if merges:
         L += ["## cdc-sink MERGE cost as the table grows (bench/mergebench, in-process, no Kafka)", "",
-              "| table rows | batch | median ms | p99 ms | changes/s | median bytes/batch | peak RSS MiB | open s | load avg start→end |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "| table rows | batch | median ms | p99 ms | changes/s | median bytes/batch | peak RSS MiB (incl. building the table) | Go heap after open MiB | open s | load avg start→end |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
         for m in merges:
             L.append(f"| {m['rows']:,} | {m['batch_changes']:,} | {m['median_ms']:.0f} | {m['p99_ms']:.0f} | {m['changes_per_sec']:,.0f} | "
-                     f"{m['median_bytes_written']:,} | {m['peak_rss_mib']:.0f} | {m['open_seconds']:.1f} | "
+                     f"{m['median_bytes_written']:,} | {m['peak_rss_mib']:.0f} | {fmt(m.get('heap_after_open_mib'))} | {m['open_seconds']:.1f} | "
                      f"{m['load_avg_start'][0]:.1f}→{m['load_avg_end'][0]:.1f} |")
         L.append("")
     old = sorted(glob.glob(os.path.join(a.results, "superseded", "run-*.json")))
     if old:
-        L += ["## Superseded runs (kept for the noise picture; not in the ratios or the chart)", "",
-              "| run | size | contender | events/s | p99 latency s | CPU-s / M | load avg (1 min) during backlog | gate |",
-              "|---|---|---|---|---|---|---|---|"]
+        L += ["## Earlier runs (other settings, binary or load: see the notes; not in the ratios or the chart)", "",
+              "| run | size | backlog records | contender | events/s | p99 latency s | CPU-s / M | load avg (1 min) during backlog | gate |",
+              "|---|---|---|---|---|---|---|---|---|"]
         for f in old:
             r = json.load(open(f))
             for x in r["results"]:
                 gt = r.get("gate", {}).get("tables", {}).get(x["contender"], {})
-                L.append(f"| `{r['runid']}` | {r['size']:,} | {x['contender']} | {fmt(x.get('throughput_eps'))} | "
+                L.append(f"| `{r['runid']}` | {r['size']:,} | {r.get('backlog_change_records', 0):,} | {x['contender']} | {fmt(x.get('throughput_eps'))} | "
                          f"{fmt(x['latency_s']['p99'], 2)} | {fmt(x.get('cpu_s_per_million'), 1)} | "
                          f"{x['load_avg']['backlog_start'][0]:.1f}→{x['load_avg']['backlog_end'][0]:.1f} | "
                          f"{'equal' if gt.get('equal_to_expected') else str(gt.get('diff_keys', '?')) + ' key(s) differ'} |")
@@ -178,6 +178,6 @@ def chart(runs, merges, path):
         a_.set_title(t)
         a_.grid(True, which="both", alpha=0.3)
         a_.legend(fontsize=8)
-    fig.suptitle("cdc-sink vs Spark foreachBatch+MERGE vs delta-rs — 2 shared cores, noisy (see load averages)")
+    fig.suptitle("cdc-sink vs Spark foreachBatch+MERGE vs delta-rs — 2 cores (load average per phase in the results)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
