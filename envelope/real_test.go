@@ -2,8 +2,6 @@ package envelope
 
 import (
 	"bytes"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,22 +19,11 @@ const realDir = "testdata/real"
 
 func loadKcat(t testing.TB, name string) []*source.Record {
 	t.Helper()
-	fr, err := source.OpenFile(filepath.Join(realDir, name), source.FileOptions{})
+	recs, err := source.ReadFile(filepath.Join(realDir, name), source.FileOptions{})
 	if err != nil {
 		t.Fatalf("fixtures: %v", err)
 	}
-	defer fr.Close()
-	var out []*source.Record
-	for {
-		r, err := fr.Next()
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, r)
-	}
+	return recs
 }
 
 func realRegistry(t testing.TB) *MemoryRegistry {

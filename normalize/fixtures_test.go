@@ -3,9 +3,7 @@ package normalize
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -21,22 +19,11 @@ const realDir = "../envelope/testdata/real"
 
 func loadKcat(t testing.TB, path string) []*source.Record {
 	t.Helper()
-	fr, err := source.OpenFile(path, source.FileOptions{})
+	recs, err := source.ReadFile(path, source.FileOptions{})
 	if err != nil {
 		t.Fatalf("fixtures: %v", err)
 	}
-	defer fr.Close()
-	var out []*source.Record
-	for {
-		r, err := fr.Next()
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, r)
-	}
+	return recs
 }
 
 func realDecoder(t testing.TB) *envelope.Decoder {

@@ -130,6 +130,27 @@ func (r *FileReader) Poll(ctx context.Context, max int, maxWait time.Duration) (
 	return out, nil
 }
 
+// ReadFile reads every record of a kcat -J file (small files: fixtures,
+// caches). Errors are those of OpenFile and Next.
+func ReadFile(path string, opts FileOptions) ([]*Record, error) {
+	r, err := OpenFile(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	var out []*Record
+	for {
+		rec, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rec)
+	}
+}
+
 // Close closes the underlying file if OpenFile opened it.
 func (r *FileReader) Close() error {
 	if r.closer != nil {

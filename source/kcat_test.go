@@ -300,3 +300,28 @@ func FuzzParseKcatLine(f *testing.F) {
 		}
 	})
 }
+
+// ReadFile returns every record of a good file, and for a bad one the
+// LineError naming the line, never a partial slice.
+func TestReadFile(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.jsonl")
+	if err := os.WriteFile(good, []byte(`{"topic":"t","partition":1,"offset":7,"payload":"a"}`+"\n\n"+`{"topic":"t","offset":8,"payload":null}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := ReadFile(good, FileOptions{})
+	if err != nil || len(recs) != 2 || recs[0].Partition != 1 || recs[0].Offset != 7 || string(recs[0].Value) != "a" || recs[1].Value != nil {
+		t.Fatalf("ReadFile(good) = %+v, %v", recs, err)
+	}
+	bad := filepath.Join(dir, "bad.jsonl")
+	if err := os.WriteFile(bad, []byte(`{"topic":"t","payload":"a"}`+"\n"+`{"topic":`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var le *LineError
+	if recs, err := ReadFile(bad, FileOptions{}); !errors.As(err, &le) || le.Line != 2 || recs != nil {
+		t.Fatalf("ReadFile(bad) = %d records, %v; want a LineError at line 2", len(recs), err)
+	}
+	if _, err := ReadFile(filepath.Join(dir, "missing.jsonl"), FileOptions{}); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("ReadFile(missing) = %v", err)
+	}
+}

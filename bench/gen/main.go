@@ -26,7 +26,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -238,22 +237,7 @@ func saveChanges(path string, recs []*source.Record) error {
 
 // loadChanges reads what saveChanges wrote.
 func loadChanges(path string) ([]*source.Record, error) {
-	f, err := source.OpenFile(path, source.FileOptions{})
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var recs []*source.Record
-	for {
-		r, err := f.Next()
-		if err == io.EOF {
-			return recs, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		recs = append(recs, r)
-	}
+	return source.ReadFile(path, source.FileOptions{})
 }
 
 func ensureTopic(o options) error {
