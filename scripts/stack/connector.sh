@@ -72,38 +72,27 @@ if e["MODE"] == "json":
         "value.converter": "org.apache.kafka.connect.json.JsonConverter",
         "value.converter.schemas.enable": "true",
     })
-elif e["CONV"] == "apicurio2":
-    # Apicurio 2.6 converter (the newest whose dependencies Maven Central serves here), talking to
-    # the registry's v2 API and framing records like Confluent: magic byte 0 + 4-byte id + Avro.
+elif e["CONV"] in ("apicurio2", "apicurio3"):
+    # apicurio2: the Apicurio 2.6 converter (the newest whose dependencies Maven Central serves
+    # here), registry v2 API, Confluent framing (magic byte 0 + 4-byte id + Avro) only with
+    # as-confluent. apicurio3: the 3.x converter (what quay.io/debezium/connect:3.6 ships with
+    # ENABLE_APICURIO_CONVERTERS=true), registry v3 API; its serde defaults already give Confluent
+    # framing (Default4ByteIdHandler, use-id=contentId, headers.enabled=false): set explicitly.
+    api = "v2" if e["CONV"] == "apicurio2" else "v3"
     c["schema.name.adjustment.mode"] = "avro"
     c["field.name.adjustment.mode"] = "avro"
     for side in ("key", "value"):
         p = side + ".converter"
         c.update({
             p: "io.apicurio.registry.utils.converter.AvroConverter",
-            p + ".apicurio.registry.url": e["REG"] + "/apis/registry/v2",
-            p + ".apicurio.registry.auto-register": "true",
-            p + ".apicurio.registry.find-latest": "true",
-            p + ".apicurio.registry.as-confluent": "true",
-            p + ".apicurio.registry.use-id": "contentId",
-            p + ".apicurio.registry.headers.enabled": "false",
-        })
-elif e["CONV"] == "apicurio3":
-    # Apicurio 3.x converter (what quay.io/debezium/connect:3.6 ships with
-    # ENABLE_APICURIO_CONVERTERS=true), registry v3 API. Its serde defaults already give Confluent
-    # framing: Default4ByteIdHandler, use-id=contentId, headers.enabled=false; set explicitly.
-    c["schema.name.adjustment.mode"] = "avro"
-    c["field.name.adjustment.mode"] = "avro"
-    for side in ("key", "value"):
-        p = side + ".converter"
-        c.update({
-            p: "io.apicurio.registry.utils.converter.AvroConverter",
-            p + ".apicurio.registry.url": e["REG"] + "/apis/registry/v3",
+            p + ".apicurio.registry.url": e["REG"] + "/apis/registry/" + api,
             p + ".apicurio.registry.auto-register": "true",
             p + ".apicurio.registry.find-latest": "true",
             p + ".apicurio.registry.use-id": "contentId",
             p + ".apicurio.registry.headers.enabled": "false",
         })
+        if api == "v2":
+            c[p + ".apicurio.registry.as-confluent"] = "true"
 else:
     raise SystemExit("CDC_SINK_AVRO_CONVERTER must be apicurio2 or apicurio3")
 print(json.dumps(c, indent=2, sort_keys=True))
