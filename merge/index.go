@@ -36,12 +36,11 @@ func (x *keyIndex) Len() int { return len(x.ents) }
 
 func (x *keyIndex) key(e *indexEntry) []byte { return x.keys[e.off : e.off+int64(e.n)] }
 
+// find and findBytes return the entry of key k (hash h), or -1. Two
+// copies so that neither path converts (and allocates) the key.
 func (x *keyIndex) find(h uint64, k string) int32 {
 	i, ok := x.heads[h]
-	if !ok {
-		return -1
-	}
-	for ; i >= 0; i = x.ents[i].next {
+	for ; ok && i >= 0; i = x.ents[i].next {
 		if string(x.key(&x.ents[i])) == k {
 			return i
 		}
@@ -49,26 +48,29 @@ func (x *keyIndex) find(h uint64, k string) int32 {
 	return -1
 }
 
-// Get returns the location of key k.
-func (x *keyIndex) Get(k string) (loc, bool) {
-	if i := x.find(maphash.String(x.seed, k), k); i >= 0 {
-		return x.ents[i].loc, true
+func (x *keyIndex) findBytes(h uint64, k []byte) int32 {
+	i, ok := x.heads[h]
+	for ; ok && i >= 0; i = x.ents[i].next {
+		if bytes.Equal(x.key(&x.ents[i]), k) {
+			return i
+		}
 	}
-	return loc{}, false
+	return -1
 }
+
+func (x *keyIndex) at(i int32) (loc, bool) {
+	if i < 0 {
+		return loc{}, false
+	}
+	return x.ents[i].loc, true
+}
+
+// Get returns the location of key k.
+func (x *keyIndex) Get(k string) (loc, bool) { return x.at(x.find(maphash.String(x.seed, k), k)) }
 
 // GetBytes is Get for a key in a reused buffer.
 func (x *keyIndex) GetBytes(k []byte) (loc, bool) {
-	i, ok := x.heads[maphash.Bytes(x.seed, k)]
-	if !ok {
-		return loc{}, false
-	}
-	for ; i >= 0; i = x.ents[i].next {
-		if bytes.Equal(x.key(&x.ents[i]), k) {
-			return x.ents[i].loc, true
-		}
-	}
-	return loc{}, false
+	return x.at(x.findBytes(maphash.Bytes(x.seed, k), k))
 }
 
 // Set stores the location of key k.
@@ -85,13 +87,9 @@ func (x *keyIndex) Set(k string, l loc) {
 // SetBytes is Set for a key in a reused buffer.
 func (x *keyIndex) SetBytes(k []byte, l loc) {
 	h := maphash.Bytes(x.seed, k)
-	if i, ok := x.heads[h]; ok {
-		for ; i >= 0; i = x.ents[i].next {
-			if bytes.Equal(x.key(&x.ents[i]), k) {
-				x.ents[i].loc = l
-				return
-			}
-		}
+	if i := x.findBytes(h, k); i >= 0 {
+		x.ents[i].loc = l
+		return
 	}
 	x.add(h, len(k), l)
 	x.keys = append(x.keys, k...)
