@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -662,22 +663,24 @@ func (t *Table) Rows(ctx context.Context) ([]Row, error) {
 	if t.st == nil {
 		return nil, nil
 	}
-	keys := make([]string, 0, t.st.index.Len())
-	locs := make(map[string]loc, t.st.index.Len())
+	type keyLoc struct {
+		key string
+		loc loc
+	}
+	all := make([]keyLoc, 0, t.st.index.Len())
 	for k, l := range t.st.index.All() {
-		keys = append(keys, k)
-		locs[k] = l
+		all = append(all, keyLoc{k, l})
 	}
-	sort.Strings(keys)
+	slices.SortFunc(all, func(a, b keyLoc) int { return strings.Compare(a.key, b.key) })
 	byFile := map[int32][]int{}
-	for i, k := range keys {
-		byFile[locs[k].file] = append(byFile[locs[k].file], i)
+	for i, e := range all {
+		byFile[e.loc.file] = append(byFile[e.loc.file], i)
 	}
-	out := make([]Row, len(keys))
+	out := make([]Row, len(all))
 	for file, idx := range byFile {
 		rows := make([]int64, len(idx))
 		for j, i := range idx {
-			rows[j] = int64(locs[keys[i]].row)
+			rows[j] = int64(all[i].loc.row)
 		}
 		vals, err := t.ops.readRows(ctx, t.st, file, rows)
 		if err != nil {
