@@ -54,7 +54,10 @@ max_wal_senders = 10
 max_connections = 50
 shared_buffers = 64MB
 fsync = off
-synchronous_commit = off
+# on (the default): Debezium snapshots a pre-created slot at pg_current_wal_lsn(), the WAL write
+# position; with asynchronous commit, transactions committed just before the snapshot can lie
+# beyond it and are streamed again after the snapshot. fsync = off keeps commits cheap.
+synchronous_commit = on
 full_page_writes = off
 timezone = 'UTC'
 log_timezone = 'UTC'
@@ -66,8 +69,8 @@ host    all          all          127.0.0.1/32  trust
 host    replication  all          127.0.0.1/32  trust
 EOF
   fi
-  # the port may have been changed between runs
-  sed -i "s/^port = .*/port = $PG_PORT/" "$data/postgresql.conf"
+  # the port may have been changed between runs; data dirs made before synchronous_commit = on
+  sed -i -e "s/^port = .*/port = $PG_PORT/" -e "s/^synchronous_commit = off$/synchronous_commit = on/" "$data/postgresql.conf"
   log "starting postgres on 127.0.0.1:$PG_PORT"
   # the log must be writable by the postgres user: next to the data dir when that is elsewhere
   local pglog=$LOGS/postgres.log
