@@ -15,6 +15,7 @@ var supportedReaderFeatures = map[string]bool{
 	"columnMapping":       true,
 	"v2Checkpoint":        true, // read only: UUID-named checkpoints and sidecars
 	"vacuumProtocolCheck": true,
+	"typeWidening":        true,
 }
 
 // Writer features our commits keep valid. Anything else makes writes refuse.
@@ -24,6 +25,7 @@ var supportedWriterFeatures = map[string]bool{
 	"appendOnly":      true,
 	"invariants":      true,
 	"timestampNtz":    true,
+	"typeWidening":    true,
 }
 
 // MaxReaderVersion / MaxWriterVersion are the protocol versions we speak.

@@ -3,6 +3,8 @@ package merge
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -115,12 +117,38 @@ func inferType(v any) normalize.Type {
 	return normalize.Type{Kind: normalize.String}
 }
 
-// evolve adds the source columns the table does not have yet (nullable, at
-// the end), in one metadata commit before the batch. Type changes are not
-// evolved: mapping() sends those changes to quarantine as schema_mismatch.
-func (t *Table) evolve(ctx context.Context, changes []*normalize.Change) error {
+// schemaChange is a table schema evolve installed in memory; it is committed
+// with the batch's data (one commit), or reverted when the batch commits
+// nothing or fails.
+type schemaChange struct {
+	oldMeta   *delta.Metadata
+	oldProto  delta.Protocol
+	oldSchema *schema.StructType
+	meta      *delta.Metadata
+	proto     *delta.Protocol // nil: unchanged
+	added     []string        // "name type"
+	widened   []string        // "name from -> to"
+	// rewrite: the widening needs every data file rewritten with the new
+	// schema (rewriteFiles); rewritten holds the replaced adds by file id.
+	rewrite   bool
+	rewritten map[int32]*delta.Add
+}
+
+// evolve brings the table schema up to the batch's source schemas: source
+// columns the table does not have are added (nullable, at the end), and
+// columns whose source type is wider (normalize.Widen) are widened with
+// Delta type widening (table feature typeWidening, delta.typeChanges in the
+// field metadata; files already written keep their narrow type and read as
+// the wide one). Changes the table cannot follow (incompatible types, a
+// widening Delta does not allow) are left to mapping(), which rejects them
+// as schema_mismatch. The result is installed in memory only: the caller
+// commits it with the data or reverts it.
+func (t *Table) evolve(changes []*normalize.Change) (*schemaChange, error) {
 	st := t.st
+	cur := st.schema
 	var added []*schema.StructField
+	var addedNames, widened []string
+	metaOnly, rewrite := false, false
 	seen := map[*normalize.Schema]bool{}
 	names := map[string]bool{}
 	for _, c := range changes {
@@ -132,34 +160,105 @@ func (t *Table) evolve(ctx context.Context, changes []*normalize.Change) error {
 			continue
 		}
 		for _, col := range c.Schema.Columns {
-			if col.NullOnly || fieldIndex(st.schema, col.Name) >= 0 || names[col.Name] || IsMetaColumn(col.Name) {
+			if col.NullOnly || IsMetaColumn(col.Name) {
 				continue
 			}
-			dt, err := DeltaType(col.Type)
-			if err != nil {
-				continue // mapping() reports it
+			j := fieldIndex(cur, col.Name)
+			if j < 0 {
+				if names[col.Name] {
+					continue
+				}
+				dt, err := DeltaType(col.Type)
+				if err != nil {
+					continue // mapping() reports it
+				}
+				names[col.Name] = true
+				added = append(added, schema.NewField(col.Name, dt, true))
+				addedNames = append(addedNames, col.Name+" "+dt.TypeName())
+				continue
 			}
-			names[col.Name] = true
-			added = append(added, schema.NewField(col.Name, dt, true))
+			have := cur.Fields[j].Type
+			haveN, err := NormalizeType(have)
+			if err != nil || normalize.TypeEqual(haveN, col.Type) {
+				continue
+			}
+			w, ok := normalize.Widen(haveN, col.Type)
+			if !ok || normalize.TypeEqual(w, haveN) {
+				continue // incompatible (mapping() rejects), or the table is already wider (cast)
+			}
+			if slices.Contains(st.keyCols, col.Name) && !keyWidening(haveN, w) {
+				continue
+			}
+			wt, err := DeltaType(w)
+			if err != nil || t.opts.Widening == WidenOff {
+				continue
+			}
+			cand := cur.Clone()
+			cand.Fields[j].Type = wt
+			if t.opts.Widening == WidenTypeWidening {
+				if ev, err := schema.EvolveWithOptions(cur, cand, schema.EvolveOptions{AllowTypeWidening: true}); err == nil {
+					widened = append(widened, col.Name+" "+have.TypeName()+" -> "+wt.TypeName())
+					metaOnly = true
+					cur = ev
+					continue
+				}
+				// not a metadata-only widening in Delta (long→double): rewrite
+			}
+			widened = append(widened, col.Name+" "+have.TypeName()+" -> "+wt.TypeName()+" (rewrite)")
+			rewrite = true
+			cur = cand
 		}
 	}
-	if len(added) == 0 {
-		return nil
+	if len(added) == 0 && len(widened) == 0 {
+		return nil, nil
 	}
-	ns := &schema.StructType{Fields: append(append([]*schema.StructField(nil), st.schema.Fields...), added...)}
+	ns := cur
+	if len(added) > 0 {
+		ns = &schema.StructType{Fields: append(append([]*schema.StructField(nil), cur.Fields...), added...)}
+	}
+	sc := &schemaChange{oldMeta: st.meta, oldProto: st.proto, oldSchema: st.schema, added: addedNames, widened: widened, rewrite: rewrite}
 	meta := *st.meta
 	meta.SchemaString = ns.String()
-	cols := make([]string, len(added))
-	for i, f := range added {
-		cols[i] = f.Name + " " + f.Type.TypeName()
+	if metaOnly {
+		meta.Configuration = maps.Clone(meta.Configuration)
+		meta.Configuration["delta.enableTypeWidening"] = "true"
+		if !slices.Contains(st.proto.ReaderFeatures, "typeWidening") && !slices.Contains(st.proto.ReaderFeatures, "typeWidening-preview") {
+			p := st.proto
+			p.MinReaderVersion, p.MinWriterVersion = max(p.MinReaderVersion, 3), max(p.MinWriterVersion, 7)
+			p.ReaderFeatures = append(slices.Clone(p.ReaderFeatures), "typeWidening")
+			p.WriterFeatures = append(slices.Clone(p.WriterFeatures), "typeWidening")
+			sc.proto = &p
+			st.proto = p
+		}
 	}
-	p := &plan{metadata: &meta}
-	v, _, err := t.ops.commit(ctx, st.version, p, "ADD COLUMNS", map[string]any{"columns": cols})
-	if err != nil {
-		return fmt.Errorf("add columns %v to %s: %w", cols, t.dir, err)
-	}
-	t.opts.Logger.Info("schema evolved", "table", t.dir, "version", v, "added", cols)
-	st.version = v
+	sc.meta = &meta
 	st.meta = &meta
-	return st.setSchema(ns)
+	if err := st.setSchema(ns); err != nil {
+		t.revertSchema(sc)
+		return nil, err
+	}
+	return sc, nil
+}
+
+// keyWidening reports whether a key column may widen from → to: only where
+// the key encoding (AppendKey) of every value stays the same, so stored rows
+// keep matching their keys.
+func keyWidening(from, to normalize.Type) bool {
+	integral := func(k normalize.Kind) bool {
+		return k == normalize.Byte || k == normalize.Short || k == normalize.Integer || k == normalize.Long
+	}
+	return (integral(from.Kind) && integral(to.Kind)) || (from.Kind == normalize.Decimal && to.Kind == normalize.Decimal)
+}
+
+// revertSchema undoes an uncommitted schemaChange (the files a rewrite
+// wrote stay unreferenced, for vacuum).
+func (t *Table) revertSchema(sc *schemaChange) {
+	st := t.st
+	st.meta, st.proto = sc.oldMeta, sc.oldProto
+	_ = st.setSchema(sc.oldSchema) // was valid before
+	for id, a := range sc.rewritten {
+		delete(st.byPath, st.files[id].add.Path)
+		st.byPath[a.Path] = id
+		st.files[id].add = a
+	}
 }

@@ -121,6 +121,9 @@ func (o *deltaOps) commit(ctx context.Context, readVersion int64, p *plan, op st
 	if p.metadata != nil {
 		tx.SetMetadata(*p.metadata)
 	}
+	if p.protocol != nil {
+		tx.SetProtocol(*p.protocol)
+	}
 	for _, r := range p.removes {
 		tx.Remove(*r)
 	}

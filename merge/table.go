@@ -50,6 +50,9 @@ type Options struct {
 	MaxCommitAttempts int
 	Logger            *slog.Logger
 	Now               func() time.Time
+	// Widening says how a column whose source type widened is followed
+	// ("" = WidenRewrite).
+	Widening WideningMode
 	// Fault, when set, is called at each step of a commit ("data-written",
 	// "dv-written", "before-commit", "after-commit"); an error aborts Apply
 	// there, as a crash would. For crash-safety tests.
@@ -91,6 +94,7 @@ type fileState struct {
 type state struct {
 	version int64
 	meta    *delta.Metadata
+	proto   delta.Protocol
 	schema  *schema.StructType
 	arrow   *arrow.Schema
 	keyCols []string
@@ -133,6 +137,9 @@ func Open(ctx context.Context, dir string, opts Options) (*Table, error) {
 	}
 	if opts.Truncate == "" {
 		opts.Truncate = TruncateApply
+	}
+	if opts.Widening == "" {
+		opts.Widening = WidenRewrite
 	}
 	if opts.MaxCommitAttempts <= 0 {
 		opts.MaxCommitAttempts = 10
@@ -249,6 +256,7 @@ func (t *Table) loadState(ctx context.Context, snap *snapshotView) (*state, erro
 	st := &state{
 		version: snap.version,
 		meta:    meta,
+		proto:   snap.snap.Protocol(),
 		keyCols: strings.Split(keyConf, ","),
 		byPath:  map[string]int32{},
 		index:   newKeyIndex(),
@@ -300,15 +308,28 @@ func (t *Table) loadState(ctx context.Context, snap *snapshotView) (*state, erro
 
 // colMap maps one source schema onto the table schema.
 type colMap struct {
-	idx []int // source column i → table column idx[i]
-	err error // schema_mismatch for changes with this schema
+	idx  []int       // source column i → table column idx[i]
+	cast []*castSpec // source column i → conversion to the table's (wider) type; nil: none
+	err  error       // schema_mismatch for changes with this schema
 }
+
+func (m *colMap) castAt(i int) *castSpec {
+	if i < len(m.cast) {
+		return m.cast[i]
+	}
+	return nil
+}
+
+// castSpec converts a source value to the table column's type, which is
+// wider (normalize.Widen): the column was widened earlier, or a redelivered
+// change predates the widening.
+type castSpec struct{ from, to normalize.Type }
 
 func (t *Table) mapping(s *normalize.Schema) *colMap {
 	if m, ok := t.st.colMaps[s]; ok {
 		return m
 	}
-	m := &colMap{idx: make([]int, len(s.Columns))}
+	m := &colMap{idx: make([]int, len(s.Columns)), cast: make([]*castSpec, len(s.Columns))}
 	for i, c := range s.Columns {
 		j := fieldIndex(t.st.schema, c.Name)
 		if c.NullOnly {
@@ -321,15 +342,19 @@ func (t *Table) mapping(s *normalize.Schema) *colMap {
 			m.err = fmt.Errorf("column %s is not in the table schema", c.Name)
 			break
 		}
-		want, err := DeltaType(c.Type)
+		have := t.st.schema.Fields[j].Type
+		haveN, err := NormalizeType(have)
 		if err != nil {
-			m.err = fmt.Errorf("column %s: %w", c.Name, err)
+			m.err = quarantine.Errorf(quarantine.SchemaMismatch, "column %s: table type %s: %v", c.Name, have.TypeName(), err)
 			break
 		}
-		if have := t.st.schema.Fields[j].Type; have.TypeName() != want.TypeName() || !sameNested(have, want) {
-			m.err = quarantine.Errorf(quarantine.SchemaMismatch, "column %s: table has %s, change has %s",
-				c.Name, have.TypeName(), want.TypeName())
-			break
+		if !normalize.TypeEqual(haveN, c.Type) {
+			w, ok := normalize.Widen(haveN, c.Type)
+			if !ok || !normalize.TypeEqual(w, haveN) {
+				m.err = t.mismatch(c.Name, haveN, c.Type, ok)
+				break
+			}
+			m.cast[i] = &castSpec{from: c.Type, to: haveN}
 		}
 		m.idx[i] = j
 	}
@@ -337,26 +362,18 @@ func (t *Table) mapping(s *normalize.Schema) *colMap {
 	return m
 }
 
-func sameNested(a, b schema.DataType) bool {
-	ja, err1 := json.Marshal(typeJSON(a))
-	jb, err2 := json.Marshal(typeJSON(b))
-	return err1 == nil && err2 == nil && string(ja) == string(jb)
-}
-
-func typeJSON(t schema.DataType) any {
-	switch x := t.(type) {
-	case *schema.StructType:
-		var fs []any
-		for _, f := range x.Fields {
-			fs = append(fs, []any{f.Name, typeJSON(f.Type)})
-		}
-		return fs
-	case *schema.ArrayType:
-		return []any{"array", typeJSON(x.ElementType)}
-	case *schema.MapType:
-		return []any{"map", typeJSON(x.KeyType), typeJSON(x.ValueType)}
+// mismatch explains why a change of column col (type in) cannot be written
+// to the table's column (type have); widenable: a common wider type exists
+// but evolve could not apply it.
+func (t *Table) mismatch(col string, have, in normalize.Type, widenable bool) error {
+	const fix = "see docs/runbook.md (a column changed type): cdc-sink table alter, then quarantine redrive"
+	switch {
+	case !widenable:
+		return quarantine.Errorf(quarantine.SchemaMismatch, "column %s: table has %s, change has %s: incompatible types (%s)", col, have, in, fix)
+	case slices.Contains(t.st.keyCols, col):
+		return quarantine.Errorf(quarantine.SchemaMismatch, "column %s: table has %s, change has %s: key columns widen only between integer types or between decimals (%s)", col, have, in, fix)
 	default:
-		return t.TypeName()
+		return quarantine.Errorf(quarantine.SchemaMismatch, "column %s: table has %s, change has %s: Delta type widening cannot change %s to %s without rewriting the data (%s)", col, have, in, have, in, fix)
 	}
 }
 
@@ -396,7 +413,7 @@ func (t *Table) Apply(ctx context.Context, b *Batch, reject func(ctx context.Con
 	return nil, quarantine.Transient(fmt.Errorf("table %s: gave up after %d conflicting commits: %w", t.dir, t.opts.MaxCommitAttempts, lastErr))
 }
 
-func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Context, int64, []Reject) error) (*Result, error) {
+func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Context, int64, []Reject) error) (_ *Result, err error) {
 	res := &Result{}
 	foldStart := time.Now()
 	// Changes the table already covers by offset were filtered by the caller;
@@ -423,10 +440,18 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 			return res, nil
 		}
 	}
-	// Schema evolution: new source columns are added before the batch.
-	if err := t.evolve(ctx, b.Changes); err != nil {
+	// Schema evolution (new columns, widened types) is committed with the
+	// batch's data; undone in memory unless that commit lands.
+	sc, err := t.evolve(b.Changes)
+	if err != nil {
 		return nil, err
 	}
+	schemaCommitted := false
+	defer func() {
+		if sc != nil && !schemaCommitted && t.st != nil {
+			t.revertSchema(sc)
+		}
+	}()
 	usable := make([]*normalize.Change, 0, len(b.Changes))
 	usableIdx := make([]int, 0, len(b.Changes))
 	for i, c := range b.Changes {
@@ -488,14 +513,28 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 		return nil, fmt.Errorf("quarantine batch %d: %w", batchID, err)
 	}
 	if len(finals) == 0 && !offsetsMove {
+		// nothing written with the evolved schema: it is reverted (defer)
 		res.Version = t.st.version
 		res.BatchID = t.st.batchID
 		return res, nil
 	}
 	writeStart := time.Now()
+	pre := &plan{}
+	if sc != nil && sc.rewrite {
+		// Before write(): its deletion vectors then apply to the new files.
+		sc.rewritten, err = t.rewriteFiles(ctx, pre, res)
+		if err != nil {
+			return nil, err
+		}
+	}
 	plan, err := t.write(ctx, finals, batchID, res)
 	if err != nil {
 		return nil, err
+	}
+	if sc != nil && sc.rewrite {
+		plan.adds = append(pre.adds, plan.adds...)
+		plan.removes = append(pre.removes, plan.removes...)
+		dropRewrittenDVSwaps(plan, sc.rewritten, t.st)
 	}
 	if err := t.fault("dv-written"); err != nil {
 		return nil, err
@@ -532,12 +571,25 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 		"inserted": res.Inserted, "updated": res.Updated, "deleted": res.Deleted,
 		"stale": res.Stale, "duplicate": res.Duplicate, "rejected": res.Rejected,
 	}
+	if sc != nil {
+		plan.metadata, plan.protocol = sc.meta, sc.proto
+		if len(sc.added) > 0 {
+			params["addedColumns"] = sc.added
+		}
+		if len(sc.widened) > 0 {
+			params["widenedColumns"] = sc.widened
+		}
+	}
 	if err := t.fault("before-commit"); err != nil {
 		return nil, err
 	}
 	v, logBytes, err := t.ops.commit(ctx, t.st.version, plan, "MERGE", params)
 	if err != nil {
 		return nil, fmt.Errorf("commit batch %d to %s: %w", batchID, t.dir, err)
+	}
+	if sc != nil {
+		schemaCommitted = true
+		t.opts.Logger.Info("schema evolved", "table", t.dir, "version", v, "added", sc.added, "widened", sc.widened)
 	}
 	if err := t.fault("after-commit"); err != nil {
 		return nil, err

@@ -22,6 +22,7 @@ type plan struct {
 	txns      []delta.Txn
 	domains   []delta.DomainMetadata
 	metadata  *delta.Metadata
+	protocol  *delta.Protocol // nil: unchanged
 	dvUpdates []dvUpdate
 	newFiles  []newFile
 }
@@ -136,9 +137,17 @@ func (t *Table) tableRow(f *Final, batchID int64, now interface{ UnixMicro() int
 				// rather than the placeholder (docs/types.md, TOAST).
 				v = nil
 			}
-			if m.idx[i] >= 0 {
-				row[m.idx[i]] = v
+			if m.idx[i] < 0 {
+				continue
 			}
+			if cs := m.castAt(i); cs != nil {
+				cv, err := normalize.Cast(v, cs.from, cs.to)
+				if err != nil {
+					return nil, fmt.Errorf("key %v column %s: %w", c.Key, c.Schema.Columns[i].Name, err)
+				}
+				v = cv
+			}
+			row[m.idx[i]] = v
 		}
 	}
 	for i, name := range st.keyCols {

@@ -113,18 +113,21 @@ func isIntLiteral(s string) bool {
 	return true
 }
 
-// widen merges two inferred types: null+T → T, Long+Double → Double,
-// array<A>+array<B> → array<widen(A,B)>; anything else conflicts.
+// widen merges two inferred types: null+T → T, array<A>+array<B> →
+// array<widen(A,B)>, scalars by Widen (the rule merge applies to the table:
+// Long+Double → Double); anything else conflicts.
 func widen(a, b itype) (itype, bool) {
 	switch {
 	case a.kind == 0:
 		return b, true
 	case b.kind == 0:
 		return a, true
-	case a.kind == b.kind && a.kind != Array:
-		return a, true
-	case (a.kind == Long && b.kind == Double) || (a.kind == Double && b.kind == Long):
-		return itype{kind: Double}, true
+	case a.kind != Array && b.kind != Array:
+		w, ok := Widen(Type{Kind: a.kind}, Type{Kind: b.kind})
+		if !ok {
+			return itype{}, false
+		}
+		return itype{kind: w.Kind}, true
 	case a.kind == Array && b.kind == Array:
 		ea, eb := itype{}, itype{}
 		if a.elem != nil {

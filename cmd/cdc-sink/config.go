@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/cdcsink/cdc-sink/merge"
 	"io"
 	"net"
 	"os"
@@ -26,16 +27,22 @@ import (
 // are k=v,k=v in flags and env vars; a map given there is merged into the
 // file's map entry by entry (the same precedence per entry).
 type Config struct {
-	Sink  string    `yaml:"sink" doc:"sink name: txn appId, table owner, consumer group default, quarantine topic prefix"`
-	Kafka KafkaConf `yaml:"kafka"`
-	Table TableConf `yaml:"tables"`
-	Reg   RegConf   `yaml:"registry"`
-	Batch BatchConf `yaml:"batch"`
-	Quar  QuarConf  `yaml:"quarantine"`
-	HTTP  HTTPConf  `yaml:"http"`
-	Log   LogConf   `yaml:"log"`
-	Merge MergeConf `yaml:"merge"`
-	Maint MaintConf `yaml:"maintenance"`
+	Sink   string     `yaml:"sink" doc:"sink name: txn appId, table owner, consumer group default, quarantine topic prefix"`
+	Kafka  KafkaConf  `yaml:"kafka"`
+	Table  TableConf  `yaml:"tables"`
+	Reg    RegConf    `yaml:"registry"`
+	Batch  BatchConf  `yaml:"batch"`
+	Quar   QuarConf   `yaml:"quarantine"`
+	HTTP   HTTPConf   `yaml:"http"`
+	Log    LogConf    `yaml:"log"`
+	Merge  MergeConf  `yaml:"merge"`
+	Schema SchemaConf `yaml:"schema"`
+	Maint  MaintConf  `yaml:"maintenance"`
+}
+
+// SchemaConf says how tables follow the source's DDL (docs/types.md, "Type changes").
+type SchemaConf struct {
+	Widening string `yaml:"widening" doc:"rewrite|type_widening|off: how a column whose source type widened is followed"`
 }
 
 // KafkaConf configures the consumer.
@@ -101,12 +108,13 @@ type MaintConf struct {
 
 func defaultConfig() Config {
 	return Config{
-		Sink:  "cdc-sink",
-		Table: TableConf{PathTemplate: "lake/{prefix}/{schema}.{table}"},
-		Batch: BatchConf{MaxRecords: 10000, MaxBytes: 64 << 20, MaxInterval: time.Second},
-		HTTP:  HTTPConf{Listen: "127.0.0.1:8081"},
-		Log:   LogConf{Level: "info", Format: "json"},
-		Merge: MergeConf{Truncate: "apply", ShutdownGrace: 30 * time.Second},
+		Sink:   "cdc-sink",
+		Table:  TableConf{PathTemplate: "lake/{prefix}/{schema}.{table}"},
+		Batch:  BatchConf{MaxRecords: 10000, MaxBytes: 64 << 20, MaxInterval: time.Second},
+		HTTP:   HTTPConf{Listen: "127.0.0.1:8081"},
+		Log:    LogConf{Level: "info", Format: "json"},
+		Merge:  MergeConf{Truncate: "apply", ShutdownGrace: 30 * time.Second},
+		Schema: SchemaConf{Widening: string(merge.WidenRewrite)},
 	}
 }
 
@@ -415,6 +423,9 @@ func (c *Config) validate() error {
 	case "json", "text":
 	default:
 		return bad("log.format", "%q is not json|text", c.Log.Format)
+	}
+	if _, err := merge.ParseWideningMode(c.Schema.Widening); err != nil {
+		return bad("schema.widening", "%v", err)
 	}
 	switch c.Merge.Truncate {
 	case "apply", "ignore":

@@ -36,6 +36,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	registry := fs.String("registry", "", "Confluent-compatible schema registry URL (Avro records)")
 	foreign := fs.Bool("allow-foreign-sink", false, "write even if the table belongs to another sink name")
 	quiet := fs.Bool("quiet", false, "no progress line")
+	widening := fs.String("widening", string(merge.WidenRewrite), "rewrite | type_widening | off: how a column whose source type widened is followed (docs/types.md)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -52,6 +53,10 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	wmode, err := merge.ParseWideningMode(*widening)
+	if err != nil {
+		return fmt.Errorf("--widening: %w", err)
+	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	qw, closeQ, err := replayQuarantine(*qfile)
 	if err != nil {
@@ -60,6 +65,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer closeQ()
 	setup := &sinkSetup{
 		Sink:             *sink,
+		Widening:         wmode,
 		Route:            func(topic string) (string, bool) { return *table, !isControlTopic(topic) },
 		KeyColumns:       kc,
 		Quarantine:       qw,

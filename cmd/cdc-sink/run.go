@@ -110,6 +110,7 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 		Registry:   reg,
 		Quarantine: qw,
 		Truncate:   merge.TruncateMode(cfg.Merge.Truncate),
+		Widening:   merge.WideningMode(cfg.Schema.Widening),
 		Logger:     logger,
 		Observer:   m,
 	}

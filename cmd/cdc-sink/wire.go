@@ -25,6 +25,7 @@ type sinkSetup struct {
 	Registry         envelope.Registry
 	Quarantine       quarantine.Writer
 	Truncate         merge.TruncateMode
+	Widening         merge.WideningMode
 	AllowForeignSink bool
 	Logger           *slog.Logger
 	Observer         pipeline.Observer
@@ -44,7 +45,7 @@ func (ts *tableSet) open(ctx context.Context, dir string) (*merge.Table, error) 
 		return t, nil
 	}
 	t, err := merge.Open(ctx, dir, merge.Options{
-		Sink: ts.setup.Sink, Truncate: ts.setup.Truncate, AllowForeignSink: ts.setup.AllowForeignSink,
+		Sink: ts.setup.Sink, Truncate: ts.setup.Truncate, Widening: ts.setup.Widening, AllowForeignSink: ts.setup.AllowForeignSink,
 		Logger: ts.setup.Logger,
 	})
 	if err != nil {
