@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -75,6 +76,9 @@ type Table struct {
 	opts Options
 	ops  *deltaOps
 	st   *state // nil while the table does not exist
+	// pending: offsets of batches that were quarantined whole before the
+	// table existed (progress.go); taken over by the first commit.
+	pending *pendingProgress
 }
 
 type loc struct {
@@ -171,10 +175,13 @@ func (t *Table) Version() int64 {
 
 // NextOffset implements pipeline.Table.
 func (t *Table) NextOffset(topic string, partition int32) (int64, bool) {
-	if t.st == nil {
-		return 0, false
+	tp := TP{topic, partition}
+	if t.st != nil {
+		if o, ok := t.st.offsets[tp]; ok || t.pending == nil {
+			return o, ok
+		}
 	}
-	o, ok := t.st.offsets[TP{topic, partition}]
+	o, ok := t.pending.offsets()[tp]
 	return o, ok
 }
 
@@ -234,13 +241,21 @@ func (t *Table) reload(ctx context.Context) error {
 	}
 	if snap == nil {
 		t.st = nil
-		return nil
+		t.pending, err = t.loadPending(ctx)
+		return err
 	}
 	st, err := t.loadState(ctx, snap)
 	if err != nil {
 		return err
 	}
 	t.st = st
+	if st.batchID == 0 && t.pending == nil {
+		// created, but no batch of ours committed yet (a crash in between):
+		// table-less progress may still be waiting to be taken over
+		if t.pending, err = t.loadPending(ctx); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -433,9 +448,27 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 				return nil, err
 			}
 		} else {
-			// No table and nothing to write: still quarantine what was bad.
-			if err := reject(ctx, 0, nil); err != nil {
+			// No table and nothing to write: quarantine what was bad, then
+			// record how far we got, so a restart does not quarantine it again.
+			batchID := int64(1)
+			if t.pending != nil {
+				batchID = t.pending.BatchID + 1
+			}
+			if err := reject(ctx, batchID, nil); err != nil {
 				return nil, err
+			}
+			moves := false
+			cur := t.pending.offsets()
+			for tp, o := range b.Offsets {
+				if c, ok := cur[tp]; !ok || o > c {
+					moves = true
+				}
+			}
+			if moves {
+				if err := t.savePending(ctx, batchID, b.Offsets); err != nil {
+					return nil, err
+				}
+				res.BatchID = batchID
 			}
 			return res, nil
 		}
@@ -509,6 +542,13 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 		}
 	}
 	batchID := t.st.batchID + 1
+	carried := t.carriedOffsets(b)
+	if len(carried) > 0 {
+		offsetsMove = true
+		if t.pending.BatchID >= batchID {
+			batchID = t.pending.BatchID + 1
+		}
+	}
 	if err := reject(ctx, batchID, rejects); err != nil {
 		return nil, fmt.Errorf("quarantine batch %d: %w", batchID, err)
 	}
@@ -548,8 +588,13 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 	}
 	now := t.opts.Now()
 	plan.txns = append(plan.txns, delta.Txn{AppID: t.opts.Sink, Version: batchID, LastUpdated: ptr(now.UnixMilli())})
-	tps := make([]TP, 0, len(b.Offsets))
-	for tp := range b.Offsets {
+	offsets := b.Offsets
+	if len(carried) > 0 {
+		offsets = maps.Clone(b.Offsets)
+		maps.Copy(offsets, carried)
+	}
+	tps := make([]TP, 0, len(offsets))
+	for tp := range offsets {
 		tps = append(tps, tp)
 	}
 	sort.Slice(tps, func(i, j int) bool {
@@ -559,7 +604,7 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 		return tps[i].Partition < tps[j].Partition
 	})
 	for _, tp := range tps {
-		o := b.Offsets[tp]
+		o := offsets[tp]
 		if cur, ok := t.st.offsets[tp]; ok && cur > o {
 			o = cur // never move progress backwards
 		}
@@ -586,6 +631,16 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 	v, logBytes, err := t.ops.commit(ctx, t.st.version, plan, "MERGE", params)
 	if err != nil {
 		return nil, fmt.Errorf("commit batch %d to %s: %w", batchID, t.dir, err)
+	}
+	if len(carried) > 0 {
+		for tp, o := range carried {
+			t.st.offsets[tp] = o
+		}
+		// the table holds them now; a leftover file is harmless (reload ignores it while the log exists)
+		if err := t.ops.store.Delete(ctx, progressKey(t.opts.Sink)); err != nil {
+			t.opts.Logger.Warn("remove progress file", "table", t.dir, "err", err)
+		}
+		t.pending = nil
 	}
 	if sc != nil {
 		schemaCommitted = true
@@ -779,6 +834,29 @@ func (t *Table) ColumnTypes() map[string]normalize.Type {
 		if nt, err := NormalizeType(f.Type); err == nil {
 			out[f.Name] = nt
 		}
+	}
+	return out
+}
+
+// carriedOffsets are the pending (table-less) offsets the table does not
+// hold yet and this batch does not advance: the first commit after the
+// table was created records them too.
+func (t *Table) carriedOffsets(b *Batch) map[TP]int64 {
+	if t.pending == nil {
+		return nil
+	}
+	var out map[TP]int64
+	for tp, o := range t.pending.offsets() {
+		if bo, ok := b.Offsets[tp]; ok && bo >= o {
+			continue
+		}
+		if cur, ok := t.st.offsets[tp]; ok && cur >= o {
+			continue
+		}
+		if out == nil {
+			out = map[TP]int64{}
+		}
+		out[tp] = o
 	}
 	return out
 }
