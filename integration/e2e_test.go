@@ -465,6 +465,26 @@ func TestPipeline(t *testing.T) {
 		js.Start(t)
 	})
 
+	// Source DDL mid-stream: ALTER … TYPE to wider types, then values only the
+	// wide types hold. The live tables follow by rewrite (the default, so
+	// delta-rs keeps reading them), nothing is quarantined, verify equals
+	// Postgres; the rebuild below replays the same topics with
+	// --widening type_widening and Spark reads that table at the end.
+	f.phase("alter-type", func(t *testing.T) {
+		mustExec(t, f.pg, fmt.Sprintf("ALTER TABLE %s ALTER COLUMN rev TYPE bigint", f.source))
+		mustExec(t, f.pg, fmt.Sprintf("ALTER TABLE %s ALTER COLUMN amount TYPE numeric(14,4)", f.source))
+		mustExec(t, f.pg, fmt.Sprintf("UPDATE %s SET rev = rev + 5000000000, amount = amount + 0.1234 WHERE id BETWEEN 20 AND 29", f.source))
+		for _, id := range []int64{31, 32} {
+			if err := w.updateAmount(ctx, f.pg, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.marker(ctx, f.pg); err != nil {
+			t.Fatal(err)
+		}
+		f.converge(t, 3*time.Minute)
+	})
+
 	f.phase("sink-kill-9", func(t *testing.T) {
 		// A paced workload in the background; kill -9 both sinks twice while it runs (once
 		// mid-stream, once while catching up after the restart).
@@ -583,9 +603,13 @@ func TestPipeline(t *testing.T) {
 	f.phase("rebuild-replay", func(t *testing.T) {
 		for _, p := range f.pipes {
 			rebuild := p.Sink.TableDir + "-rebuild"
+			// small batches: files written before the ALTER keep the narrow types
 			args := []string{"replay", "--topics", p.Topic, "--brokers", stk.Brokers, "--starting", "earliest",
-				"--table", rebuild, "--sink-name", p.Sink.Name + "-rebuild",
+				"--table", rebuild, "--sink-name", p.Sink.Name + "-rebuild", "--batch-records", "100",
 				"--quarantine-file", rebuild + ".quarantine.jsonl", "--quiet"}
+			if p.Mode == "json" {
+				args = append(args, "--widening", "type_widening")
+			}
 			if p.Mode == "avro" {
 				args = append(args, "--registry", stk.RegistryURL)
 			}
@@ -613,21 +637,36 @@ func TestPipeline(t *testing.T) {
 		for _, p := range f.pipes {
 			dirs = append(dirs, p.Sink.TableDir)
 		}
-		got := sparkLiveCounts(t, dirs)
-		for _, p := range f.pipes {
-			t.Logf("spark: %s table %d live rows, postgres %d", p.Mode, got[p.Sink.TableDir], want)
-			if got[p.Sink.TableDir] != want {
-				t.Errorf("spark reads %d live rows in the %s table, postgres has %d", got[p.Sink.TableDir], p.Mode, want)
+		// the JSON rebuild was widened with Delta typeWidening (narrow old files)
+		widened := f.pipes[0].Sink.TableDir + "-rebuild"
+		dirs = append(dirs, widened)
+		got, rows := sparkLive(t, dirs)
+		for _, dir := range dirs {
+			t.Logf("spark: %s %d live rows, postgres %d", filepath.Base(dir), got[dir], want)
+			if got[dir] != want {
+				t.Errorf("spark reads %d live rows in %s, postgres has %d", got[dir], dir, want)
 			}
+		}
+		pg := f.pgRows(t)
+		var bad []string
+		for id, w := range pg {
+			r := rows[widened][id]
+			if fmt.Sprint(r["amount"]) != w.Amount || fmt.Sprint(r["rev"]) != strconv.FormatInt(w.Rev, 10) {
+				bad = append(bad, fmt.Sprintf("id %s: postgres amount %s rev %d, spark %v %v", id, w.Amount, w.Rev, r["amount"], r["rev"]))
+			}
+		}
+		sort.Strings(bad)
+		if len(bad) > 0 {
+			t.Errorf("spark reads the typeWidening table differently from postgres (%d rows), e.g.:\n  %s", len(bad), strings.Join(bad[:min(len(bad), 10)], "\n  "))
 		}
 	})
 
 	t.Logf("phase timings:\n  %s", strings.Join(f.timing, "\n  "))
 }
 
-// sparkLiveCounts reads the tables with pyspark + delta-spark (scripts/spark_rows.py, one Spark
-// session) and counts rows with _cdc_deleted = false per table.
-func sparkLiveCounts(t *testing.T, dirs []string) map[string]int {
+// sparkLive reads the tables with pyspark + delta-spark (scripts/spark_rows.py, one Spark
+// session): per table, the count of rows with _cdc_deleted = false and those rows by id.
+func sparkLive(t *testing.T, dirs []string) (map[string]int, map[string]map[string]map[string]any) {
 	t.Helper()
 	py := stk.Python
 	if py == "" {
@@ -643,6 +682,7 @@ func sparkLiveCounts(t *testing.T, dirs []string) map[string]int {
 		t.Fatalf("spark: %v\n%s", err, tailLines(stderr.String(), 40))
 	}
 	counts := map[string]int{}
+	rows := map[string]map[string]map[string]any{}
 	cur := ""
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
@@ -657,13 +697,16 @@ func sparkLiveCounts(t *testing.T, dirs []string) map[string]int {
 		if h.Table != "" {
 			cur = h.Table
 			counts[cur] = 0
+			rows[cur] = map[string]map[string]any{}
 			continue
 		}
 		if h.Deleted != nil && !*h.Deleted {
 			counts[cur]++
+			r := deltacheck.Decode(t, []string{sc.Text()})[0]
+			rows[cur][fmt.Sprint(r["id"])] = r
 		}
 	}
-	return counts
+	return counts, rows
 }
 
 // clip shortens every line of s to at most n bytes (verify prints whole 12 KB notes).
