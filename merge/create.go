@@ -2,6 +2,7 @@ package merge
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/cdcsink/cdc-sink/delta"
 	"github.com/cdcsink/cdc-sink/delta/schema"
 	"github.com/cdcsink/cdc-sink/normalize"
+	"github.com/cdcsink/cdc-sink/versioning"
 )
 
 // create writes version 0 of a new table shaped by the first change.
@@ -132,6 +134,7 @@ type schemaChange struct {
 	// schema (rewriteFiles); rewritten holds the replaced adds by file id.
 	rewrite   bool
 	rewritten map[int32]*delta.Add
+	dropped   []string // columns dropped (schema.on_drop_column=drop)
 }
 
 // evolve brings the table schema up to the batch's source schemas: source
@@ -165,7 +168,7 @@ func (t *Table) evolve(changes []*normalize.Change) (*schemaChange, error) {
 			}
 			j := fieldIndex(cur, col.Name)
 			if j < 0 {
-				if names[col.Name] {
+				if names[col.Name] || t.droppedBefore(col.Name, c) {
 					continue
 				}
 				dt, err := DeltaType(col.Type)
@@ -209,7 +212,25 @@ func (t *Table) evolve(changes []*normalize.Change) (*schemaChange, error) {
 			cur = cand
 		}
 	}
-	if len(added) == 0 && len(widened) == 0 {
+	dropped, droppedNow := t.droppedColumns(changes, cur)
+	if len(droppedNow) > 0 {
+		keep := make([]*schema.StructField, 0, len(cur.Fields))
+		for _, f := range cur.Fields {
+			if _, ok := droppedNow[f.Name]; !ok {
+				keep = append(keep, f)
+			}
+		}
+		cur = &schema.StructType{Fields: keep}
+		rewrite = true // the files drop the column too (no column mapping here)
+	}
+	readded := false
+	for _, f := range added {
+		if _, ok := dropped[f.Name]; ok {
+			delete(dropped, f.Name) // the source has the column again (a newer change carries it)
+			readded = true
+		}
+	}
+	if len(added) == 0 && len(widened) == 0 && len(droppedNow) == 0 {
 		return nil, nil
 	}
 	ns := cur
@@ -230,6 +251,22 @@ func (t *Table) evolve(changes []*normalize.Change) (*schemaChange, error) {
 			sc.proto = &p
 			st.proto = p
 		}
+	}
+	if len(droppedNow) > 0 || readded {
+		meta.Configuration = maps.Clone(meta.Configuration)
+		if len(dropped) == 0 {
+			delete(meta.Configuration, ConfDroppedColumns)
+		} else {
+			b, err := json.Marshal(dropped)
+			if err != nil {
+				return nil, err
+			}
+			meta.Configuration[ConfDroppedColumns] = string(b)
+		}
+		for name := range droppedNow {
+			sc.dropped = append(sc.dropped, name)
+		}
+		slices.Sort(sc.dropped)
 	}
 	sc.meta = &meta
 	st.meta = &meta
@@ -261,4 +298,93 @@ func (t *Table) revertSchema(sc *schemaChange) {
 		st.byPath[a.Path] = id
 		st.files[id].add = a
 	}
+}
+
+// ConfDroppedColumns records the columns dropped from the table because the
+// source dropped them (schema.on_drop_column=drop): a JSON object column →
+// source_version of the first change without it. Older changes that still
+// carry the column (redeliveries, a replay) have its values ignored; a newer
+// change carrying it adds the column again (new, empty).
+const ConfDroppedColumns = "cdcsink.droppedColumns"
+
+// DropMode says what happens to a table column the source dropped.
+type DropMode string
+
+const (
+	DropKeep DropMode = "keep" // the column stays; new rows hold null (default)
+	DropDrop DropMode = "drop" // the column is dropped from the table (files rewritten)
+)
+
+// ParseDropMode validates a configured mode ("" = keep).
+func ParseDropMode(s string) (DropMode, error) {
+	switch m := DropMode(s); m {
+	case "":
+		return DropKeep, nil
+	case DropKeep, DropDrop:
+		return m, nil
+	}
+	return "", fmt.Errorf("unknown on_drop_column mode %q (want keep or drop)", s)
+}
+
+// dropped returns the table's dropped-column record.
+func (st *state) dropped() map[string]versioning.Version {
+	out := map[string]versioning.Version{}
+	raw := st.meta.Configuration[ConfDroppedColumns]
+	if raw == "" {
+		return out
+	}
+	var m map[string]string
+	if json.Unmarshal([]byte(raw), &m) != nil {
+		return out
+	}
+	for k, v := range m {
+		if ver, err := versioning.ParseVersion(v); err == nil {
+			out[k] = ver
+		}
+	}
+	return out
+}
+
+// droppedBefore reports whether column name was dropped from the table at a
+// version newer than change c (so c's value for it is ignored).
+func (t *Table) droppedBefore(name string, c *normalize.Change) bool {
+	v, ok := t.st.dropped()[name]
+	return ok && !v.Less(c.Version)
+}
+
+// droppedColumns returns the table's dropped-column record (updated) and the
+// business columns to drop now: those the newest change with a source schema
+// (not inferred: a schemaless record just may not mention a column) lacks.
+func (t *Table) droppedColumns(changes []*normalize.Change, cur *schema.StructType) (map[string]string, map[string]bool) {
+	rec := map[string]string{}
+	for k, v := range t.st.dropped() {
+		rec[k] = v.String()
+	}
+	if t.opts.OnDropColumn != DropDrop {
+		return rec, nil
+	}
+	var newest *normalize.Change
+	for _, c := range changes {
+		if c.Schema == nil || c.Schema.Inferred || len(c.Schema.Columns) == 0 {
+			continue
+		}
+		if newest == nil || newest.Version.Less(c.Version) {
+			newest = c
+		}
+	}
+	if newest == nil {
+		return rec, nil
+	}
+	var now map[string]bool
+	for _, f := range cur.Fields {
+		if IsMetaColumn(f.Name) || slices.Contains(t.st.keyCols, f.Name) || newest.Schema.Index(f.Name) >= 0 {
+			continue
+		}
+		if now == nil {
+			now = map[string]bool{}
+		}
+		now[f.Name] = true
+		rec[f.Name] = newest.Version.String()
+	}
+	return rec, now
 }

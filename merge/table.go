@@ -54,6 +54,8 @@ type Options struct {
 	// Widening says how a column whose source type widened is followed
 	// ("" = WidenRewrite).
 	Widening WideningMode
+	// OnDropColumn says what happens to a column the source dropped ("" = DropKeep).
+	OnDropColumn DropMode
 	// Fault, when set, is called at each step of a commit ("data-written",
 	// "dv-written", "before-commit", "after-commit"); an error aborts Apply
 	// there, as a crash would. For crash-safety tests.
@@ -354,6 +356,10 @@ func (t *Table) mapping(s *normalize.Schema) *colMap {
 			continue
 		}
 		if j < 0 {
+			if _, ok := t.st.dropped()[c.Name]; ok {
+				m.idx[i] = -1 // dropped from the table: an older change's value is ignored
+				continue
+			}
 			m.err = fmt.Errorf("column %s is not in the table schema", c.Name)
 			break
 		}
@@ -624,6 +630,9 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 		if len(sc.widened) > 0 {
 			params["widenedColumns"] = sc.widened
 		}
+		if len(sc.dropped) > 0 {
+			params["droppedColumns"] = sc.dropped
+		}
 	}
 	if err := t.fault("before-commit"); err != nil {
 		return nil, err
@@ -644,7 +653,7 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 	}
 	if sc != nil {
 		schemaCommitted = true
-		t.opts.Logger.Info("schema evolved", "table", t.dir, "version", v, "added", sc.added, "widened", sc.widened)
+		t.opts.Logger.Info("schema evolved", "table", t.dir, "version", v, "added", sc.added, "widened", sc.widened, "dropped", sc.dropped)
 	}
 	if err := t.fault("after-commit"); err != nil {
 		return nil, err

@@ -76,6 +76,10 @@ type ColumnDef struct {
 type Schema struct {
 	Columns     []ColumnDef
 	Fingerprint uint64
+	// Inferred: the columns were inferred from schemaless values, so a
+	// column's absence says nothing about the source table (it is not a
+	// dropped column).
+	Inferred bool
 }
 
 // Index returns the position of column name, or -1.

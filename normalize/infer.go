@@ -234,7 +234,7 @@ func (n *Normalizer) inferRow(tkey, tid TableID, topic string, r *envelope.Row, 
 	}
 	it.mu.Unlock()
 	if cur == nil { // row with no columns at all
-		cur = &inferVersion{schema: &Schema{}, index: map[string]int{}}
+		cur = &inferVersion{schema: &Schema{Inferred: true}, index: map[string]int{}}
 		cur.build()
 	}
 	row := make([]any, len(cur.names))
@@ -450,7 +450,7 @@ func (v *inferVersion) build() {
 		t, nullOnly := v.types[i].toType()
 		cols[i] = ColumnDef{Name: name, Type: t, Nullable: true, NullOnly: nullOnly}
 	}
-	v.schema = &Schema{Columns: cols, Fingerprint: fingerprint(cols)}
+	v.schema = &Schema{Columns: cols, Fingerprint: fingerprint(cols), Inferred: true}
 }
 
 func (n *Normalizer) inferTableFor(key TableID) *inferTable {

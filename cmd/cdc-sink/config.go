@@ -42,7 +42,8 @@ type Config struct {
 
 // SchemaConf says how tables follow the source's DDL (docs/types.md, "Type changes").
 type SchemaConf struct {
-	Widening string `yaml:"widening" doc:"rewrite|type_widening|off: how a column whose source type widened is followed"`
+	Widening     string `yaml:"widening" doc:"rewrite|type_widening|off: how a column whose source type widened is followed"`
+	OnDropColumn string `yaml:"on_drop_column" doc:"keep|drop: what happens to a table column the source dropped"`
 }
 
 // KafkaConf configures the consumer.
@@ -114,7 +115,7 @@ func defaultConfig() Config {
 		HTTP:   HTTPConf{Listen: "127.0.0.1:8081"},
 		Log:    LogConf{Level: "info", Format: "json"},
 		Merge:  MergeConf{Truncate: "apply", ShutdownGrace: 30 * time.Second},
-		Schema: SchemaConf{Widening: string(merge.WidenRewrite)},
+		Schema: SchemaConf{Widening: string(merge.WidenRewrite), OnDropColumn: string(merge.DropKeep)},
 	}
 }
 
@@ -426,6 +427,9 @@ func (c *Config) validate() error {
 	}
 	if _, err := merge.ParseWideningMode(c.Schema.Widening); err != nil {
 		return bad("schema.widening", "%v", err)
+	}
+	if _, err := merge.ParseDropMode(c.Schema.OnDropColumn); err != nil {
+		return bad("schema.on_drop_column", "%v", err)
 	}
 	switch c.Merge.Truncate {
 	case "apply", "ignore":

@@ -36,6 +36,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	registry := fs.String("registry", "", "Confluent-compatible schema registry URL (Avro records)")
 	foreign := fs.Bool("allow-foreign-sink", false, "write even if the table belongs to another sink name")
 	quiet := fs.Bool("quiet", false, "no progress line")
+	onDrop := fs.String("on-drop-column", string(merge.DropKeep), "keep | drop: what happens to a table column the source dropped")
 	widening := fs.String("widening", string(merge.WidenRewrite), "rewrite | type_widening | off: how a column whose source type widened is followed (docs/types.md)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -57,6 +58,10 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return fmt.Errorf("--widening: %w", err)
 	}
+	dmode, err := merge.ParseDropMode(*onDrop)
+	if err != nil {
+		return fmt.Errorf("--on-drop-column: %w", err)
+	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	qw, closeQ, err := replayQuarantine(*qfile)
 	if err != nil {
@@ -66,6 +71,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	setup := &sinkSetup{
 		Sink:             *sink,
 		Widening:         wmode,
+		OnDropColumn:     dmode,
 		Route:            func(topic string) (string, bool) { return *table, !isControlTopic(topic) },
 		KeyColumns:       kc,
 		Quarantine:       qw,

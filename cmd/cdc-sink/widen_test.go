@@ -309,3 +309,61 @@ func TestReplayIncompatibleTypeChange(t *testing.T) {
 		})
 	}
 }
+
+// TestReplayDropColumn: with --on-drop-column drop, a column the source
+// dropped (the newest change's schema lacks it) is dropped from the table in
+// the batch's commit; a redelivered older record that still carries it does
+// not bring it back; a newer change carrying it again re-adds it (empty for
+// the other rows). With keep (default) the column stays and new rows hold null.
+func TestReplayDropColumn(t *testing.T) {
+	full := []dbzField{{Name: "id", Type: "int64"}, {Name: "qty", Type: "int32"}, {Name: "name", Type: "string"}}
+	less := []dbzField{{Name: "id", Type: "int64"}, {Name: "name", Type: "string"}}
+	for _, mode := range []string{"keep", "drop"} {
+		t.Run(mode, func(t *testing.T) {
+			tmp := t.TempDir()
+			in := filepath.Join(tmp, "in.jsonl")
+			writeKcatLines(t, in,
+				dbzRecord(0, "c", 100, full, nil, map[string]any{"id": 1, "qty": 5, "name": "a"}, map[string]any{"id": 1}),
+				dbzRecord(1, "c", 101, full, nil, map[string]any{"id": 2, "qty": 6, "name": "b"}, map[string]any{"id": 2}),
+				// ALTER TABLE items DROP COLUMN qty
+				dbzRecord(2, "u", 102, less, nil, map[string]any{"id": 1, "name": "a2"}, map[string]any{"id": 1}),
+				dbzRecord(3, "c", 103, less, nil, map[string]any{"id": 3, "name": "c"}, map[string]any{"id": 3}),
+				// a redelivered copy of offset 1 (older version): stale, and qty stays dropped
+				dbzRecord(4, "c", 101, full, nil, map[string]any{"id": 2, "qty": 6, "name": "b"}, map[string]any{"id": 2}),
+			)
+			table := filepath.Join(tmp, "t")
+			code, out, errOut := runCLI(t, "replay", "--from-file", in, "--table", table, "--quarantine-file", filepath.Join(tmp, "q.jsonl"),
+				"--sink-name", "d", "--batch-records", "2", "--on-drop-column", mode, "--quiet")
+			if code != 0 || !strings.Contains(out, "3 live rows") || !strings.Contains(out, " 0 quarantined") {
+				t.Fatalf("replay: exit %d\n%s\n%s", code, out, errOut)
+			}
+			tb := deltacheck.ReadDeltaRS(t, table, "")
+			hasQty := slices.Contains(tb.Columns, "qty")
+			if hasQty != (mode == "keep") {
+				t.Fatalf("%s: delta-rs columns %v", mode, tb.Columns)
+			}
+			rows := deltacheck.ByKey(deltacheck.Decode(t, tb.Rows), "id")
+			if rows["1"]["name"] != "a2" || rows["3"]["name"] != "c" || rows["2"]["name"] != "b" {
+				t.Fatalf("rows %v", rows)
+			}
+			if mode == "keep" && (rows["1"]["qty"] != nil || fmt.Sprint(rows["2"]["qty"]) != "6") {
+				t.Fatalf("keep: qty of 1 should be null (updated without it), of 2 still 6: %v", rows)
+			}
+			if mode == "keep" {
+				return
+			}
+			// the source adds qty back (a newer change carries it)
+			in2 := filepath.Join(tmp, "in2.jsonl")
+			writeKcatLines(t, in2,
+				dbzRecord(5, "u", 105, full, nil, map[string]any{"id": 3, "qty": 9, "name": "c"}, map[string]any{"id": 3}))
+			code, out, errOut = runCLI(t, "replay", "--from-file", in2, "--table", table, "--sink-name", "d", "--on-drop-column", mode, "--quiet")
+			if code != 0 {
+				t.Fatalf("replay: exit %d\n%s\n%s", code, out, errOut)
+			}
+			rows = deltacheck.ByKey(deltacheck.Decode(t, deltacheck.ReadDeltaRS(t, table, "").Rows), "id")
+			if fmt.Sprint(rows["3"]["qty"]) != "9" || rows["2"]["qty"] != nil || rows["1"]["qty"] != nil {
+				t.Fatalf("re-added qty: want 9 for id 3 and null (not the old 6) for 2 and 1: %v", rows)
+			}
+		})
+	}
+}
