@@ -8,7 +8,7 @@ import (
 )
 
 func decT(p, s int) Type { return Type{Kind: Decimal, Precision: p, Scale: s} }
-func arr(e Type) Type  { return Type{Kind: Array, Elem: &e} }
+func arr(e Type) Type    { return Type{Kind: Array, Elem: &e} }
 
 func TestWiden(t *testing.T) {
 	k := func(kind Kind) Type { return Type{Kind: kind} }
