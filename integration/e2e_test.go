@@ -473,6 +473,10 @@ func TestPipeline(t *testing.T) {
 	f.phase("alter-type", func(t *testing.T) {
 		mustExec(t, f.pg, fmt.Sprintf("ALTER TABLE %s ALTER COLUMN rev TYPE bigint", f.source))
 		mustExec(t, f.pg, fmt.Sprintf("ALTER TABLE %s ALTER COLUMN amount TYPE numeric(16,4)", f.source))
+		// the connection's prepared statements were planned for the old types
+		if err := f.pg.DeallocateAll(ctx); err != nil {
+			t.Fatal(err)
+		}
 		mustExec(t, f.pg, fmt.Sprintf("UPDATE %s SET rev = rev + 5000000000, amount = amount + 0.1234 WHERE id BETWEEN 20 AND 29", f.source))
 		for _, id := range []int64{31, 32} {
 			if err := w.updateAmount(ctx, f.pg, id); err != nil {

@@ -23,10 +23,11 @@ const maxDecimalPrecision = 38
 //	  (exact up to 2^53: the schemaless rule for a column seen as 1 then 3.14)
 //	decimal(p1,s1) + decimal(p2,s2) → decimal(max(p-s) + max(s), max(s)), at most 38 digits
 //	byte, short, integer → decimal(10,0), long → decimal(20,0), then as above
-//	date + timestamp_ntz → timestamp_ntz
+//	date + timestamp_ntz → timestamp_ntz; date + timestamp → timestamp (midnight UTC, as
+//	  a source timestamp without time zone is read as UTC)
 //	array, map: element-wise; struct: field-wise by name, fields of either kept
 //
-// Everything else (string vs number, timestamp vs date, double vs decimal…)
+// Everything else (string vs number, double vs decimal, timestamp vs timestamp_ntz…)
 // has no common type.
 func Widen(a, b Type) (Type, bool) {
 	if TypeEqual(a, b) {
@@ -51,6 +52,9 @@ func Widen(a, b Type) (Type, bool) {
 		return Type{Kind: Decimal, Precision: p, Scale: s}, true
 	case (a.Kind == Date && b.Kind == TimestampNTZ) || (a.Kind == TimestampNTZ && b.Kind == Date):
 		return Type{Kind: TimestampNTZ}, true
+	case (a.Kind == Date && b.Kind == Timestamp) || (a.Kind == Timestamp && b.Kind == Date):
+		// midnight UTC: cdc-sink reads a source timestamp without time zone as UTC
+		return Type{Kind: Timestamp}, true
 	case a.Kind == Array && b.Kind == Array && a.Elem != nil && b.Elem != nil:
 		e, ok := Widen(*a.Elem, *b.Elem)
 		if !ok {
@@ -200,7 +204,7 @@ func Cast(v any, from, to Type) (any, error) {
 		if i, ok := intValue(v); ok {
 			return decimal.New(i, 0), nil
 		}
-	case TimestampNTZ:
+	case TimestampNTZ, Timestamp:
 		switch x := v.(type) {
 		case int32: // date: days since the epoch → midnight, in microseconds
 			return int64(x) * 86_400_000_000, nil

@@ -35,7 +35,8 @@ func TestWiden(t *testing.T) {
 		{k(Long), decT(10, 2), decT(22, 2), true},
 		{decT(0, 2), decT(38, 2), decT(38, 2), true}, // no precision = 38
 		{k(Date), k(TimestampNTZ), k(TimestampNTZ), true},
-		{k(Date), k(Timestamp), Type{}, false},
+		{k(Date), k(Timestamp), k(Timestamp), true},
+		{k(Timestamp), k(TimestampNTZ), Type{}, false},
 		{k(Long), k(String), Type{}, false},
 		{k(Double), decT(10, 2), Type{}, false},
 		{k(Boolean), k(Integer), Type{}, false},

@@ -68,74 +68,101 @@ func TestReplayWidensColumns(t *testing.T) {
 			[5]any{"12345.6789", "-999999.9900", "99999999.9999", "99999999.9999", "-999999.9900"}, "decimal(10,2)", "decimal(12,4)"},
 		{"long-double", dbzField{Name: "c", Type: "int64"}, dbzField{Name: "c", Type: "float64"},
 			int64(7), int64(-8), 0.5, -1e100, [5]any{"0.5", "-8.0", "-1e+100", "-1e+100", "-8.0"}, "long", "double"},
+		{"date-timestamp", dbzField{Name: "c", Type: "int32", Logical: "io.debezium.time.Date"}, dbzField{Name: "c", Type: "int64", Logical: "io.debezium.time.MicroTimestamp"},
+			int32(1), int32(-1), int64(1_500_000), int64(86_400_000_000) * 20000, [5]any{"1500000", "-86400000000", "1728000000000000", "1728000000000000", "-86400000000"}, "date", "timestamp"},
 		{"integer-decimal(12,2)", dbzField{Name: "c", Type: "int32"}, decField("c", 12, 2),
 			int32(7), int32(-8), connectDecimal(1234), connectDecimal(-99999999_99),
 			[5]any{"12.34", "-8.00", "-99999999.99", "-99999999.99", "-8.00"}, "integer", "decimal(12,2)"},
 	}
+	type built struct {
+		name string
+		dir  string
+		want [5]any
+	}
+	var tables []built
+	base := t.TempDir() // outlives the subtests: Spark reads the tables at the end
 	for _, mode := range []string{"rewrite", "type_widening"} {
 		for _, tc := range cases {
 			t.Run(mode+"/"+tc.name, func(t *testing.T) {
-				replayWidening(t, mode, tc.narrow, tc.wide, tc.v1, tc.v2, tc.v3, tc.v4, tc.want, tc.fromT, tc.toT)
+				tmp := filepath.Join(base, mode, strings.NewReplacer("(", "_", ")", "_", ",", "_").Replace(tc.name))
+				if err := os.MkdirAll(tmp, 0o755); err != nil {
+					t.Fatal(err)
+				}
+				dir := replayWidening(t, tmp, mode, tc.narrow, tc.wide, tc.v1, tc.v2, tc.v3, tc.v4, tc.want, tc.fromT, tc.toT)
+				tables = append(tables, built{mode + "/" + tc.name, dir, tc.want})
 			})
+		}
+	}
+	// Spark (delta-spark 4, which implements typeWidening) reads every table,
+	// old narrow files and new ones, in one session.
+	dirs := make([]string, len(tables))
+	for i, b := range tables {
+		dirs[i] = b.dir
+	}
+	spark := deltacheck.ReadSpark(t, dirs...)
+	for _, b := range tables {
+		rows := deltacheck.ByKey(deltacheck.Decode(t, spark[b.dir].Rows), "id")
+		for i, want := range b.want {
+			if got := fmt.Sprint(rows[fmt.Sprint(i+1)]["c"]); !sameNumber(got, fmt.Sprint(want)) {
+				t.Errorf("spark, %s: id %d column c = %s, want %v", b.name, i+1, got, want)
+			}
 		}
 	}
 }
 
-func replayWidening(t *testing.T, mode string, narrowF, wideF dbzField, v1, v2, v3, v4 any, want [5]any, fromT, toT string) {
-	tc := struct {
-		narrow, wide   dbzField
-		v1, v2, v3, v4 any
-	}{narrowF, wideF, v1, v2, v3, v4}
-	{
-		{
-			tmp := t.TempDir()
-			narrow := []dbzField{{Name: "id", Type: "int64"}, tc.narrow, {Name: "name", Type: "string"}}
-			wide := []dbzField{{Name: "id", Type: "int64"}, tc.wide, {Name: "name", Type: "string"}}
-			rec := func(off int64, op string, fields []dbzField, id int, v any) string {
-				return dbzRecord(off, op, 100+off, fields, nil, map[string]any{"id": id, "c": v, "name": fmt.Sprint("n", id)}, map[string]any{"id": id})
-			}
-			in := filepath.Join(tmp, "in.jsonl")
-			writeKcatLines(t, in,
-				rec(0, "c", narrow, 1, tc.v1),
-				rec(1, "c", narrow, 2, tc.v2),
-				// the source widened the column here
-				rec(2, "u", wide, 1, tc.v3),
-				rec(3, "c", wide, 3, tc.v4),
-				rec(4, "c", wide, 4, tc.v4),
-				rec(5, "c", narrow, 5, tc.v2), // a record still in the old shape: cast to the table's type
-			)
-			table := filepath.Join(tmp, "t")
-			qfile := filepath.Join(tmp, "q.jsonl")
-			code, out, errOut := runCLI(t, "replay", "--from-file", in, "--table", table, "--quarantine-file", qfile,
-				"--sink-name", "w", "--batch-records", "2", "--widening", mode, "--quiet")
-			if code != 0 {
-				t.Fatalf("replay: exit %d\n%s\n%s", code, out, errOut)
-			}
-			if !strings.Contains(out, "5 live rows") || !strings.Contains(out, " 0 quarantined") {
-				t.Fatalf("replay: want 5 live rows and nothing quarantined:\n%s\n%s", out, errOut)
-			}
-			var rows map[string]map[string]any
-			// long → double is no metadata-only widening in Delta: rewritten in both modes
-			if metaOnly := mode == "type_widening" && !(fromT == "long" && toT == "double"); metaOnly {
-				// delta-rs 1.6 refuses the typeWidening feature: our reader here, Spark in the e2e suite
-				checkWidened(t, table, "c", fromT, toT)
-				rows = ownRows(t, table)
-			} else {
-				checkRewritten(t, table, "c", toT)
-				rows = deltacheck.ByKey(deltacheck.Decode(t, deltacheck.ReadDeltaRS(t, table, "").Rows), "id")
-			}
-			for i, want := range want {
-				r, ok := rows[fmt.Sprint(i+1)]
-				if !ok {
-					t.Fatalf("delta-rs: no row for id %d", i+1)
-				}
-				if got := fmt.Sprint(r["c"]); !sameNumber(got, fmt.Sprint(want)) || mode == "rewrite" && got != fmt.Sprint(want) {
-					// (rewrite: delta-rs' rendering, exactly)
-					t.Errorf("delta-rs: id %d column c = %s, want %v", i+1, got, want)
-				}
-			}
+func replayWidening(t *testing.T, tmp, mode string, narrowF, wideF dbzField, v1, v2, v3, v4 any, want [5]any, fromT, toT string) string {
+	t.Helper()
+	narrow := []dbzField{{Name: "id", Type: "int64"}, narrowF, {Name: "name", Type: "string"}}
+	wide := []dbzField{{Name: "id", Type: "int64"}, wideF, {Name: "name", Type: "string"}}
+	rec := func(off int64, op string, fields []dbzField, id int, v any) string {
+		return dbzRecord(off, op, 100+off, fields, nil, map[string]any{"id": id, "c": v, "name": fmt.Sprint("n", id)}, map[string]any{"id": id})
+	}
+	in := filepath.Join(tmp, "in.jsonl")
+	writeKcatLines(t, in,
+		rec(0, "c", narrow, 1, v1),
+		rec(1, "c", narrow, 2, v2),
+		// the source widened the column here
+		rec(2, "u", wide, 1, v3),
+		rec(3, "c", wide, 3, v4),
+		rec(4, "c", wide, 4, v4),
+		rec(5, "c", narrow, 5, v2), // a record still in the old shape: cast to the table's type
+	)
+	table := filepath.Join(tmp, "t")
+	qfile := filepath.Join(tmp, "q.jsonl")
+	code, out, errOut := runCLI(t, "replay", "--from-file", in, "--table", table, "--quarantine-file", qfile,
+		"--sink-name", "w", "--batch-records", "2", "--widening", mode, "--quiet")
+	if code != 0 {
+		t.Fatalf("replay: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "5 live rows") || !strings.Contains(out, " 0 quarantined") {
+		t.Fatalf("replay: want 5 live rows and nothing quarantined:\n%s\n%s", out, errOut)
+	}
+	// long → double and date → timestamp are no metadata-only widenings in
+	// Delta: rewritten in both modes.
+	metaOnly := mode == "type_widening" && !(fromT == "long" && toT == "double") && !(fromT == "date" && toT == "timestamp")
+	reader := "delta-rs"
+	var rows map[string]map[string]any
+	if metaOnly {
+		// delta-rs 1.6 refuses the typeWidening feature: our reader here, Spark below
+		checkWidened(t, table, "c", fromT, toT)
+		reader = "cdc-sink"
+		rows = ownRows(t, table)
+	} else {
+		checkRewritten(t, table, "c", toT)
+		rows = deltacheck.ByKey(deltacheck.Decode(t, deltacheck.ReadDeltaRS(t, table, "").Rows), "id")
+	}
+	for i, w := range want {
+		r, ok := rows[fmt.Sprint(i+1)]
+		if !ok {
+			t.Fatalf("%s: no row for id %d", reader, i+1)
+		}
+		got := fmt.Sprint(r["c"])
+		// delta-rs renders like the expectations, exactly; our reader's text is compared by value
+		if !sameNumber(got, fmt.Sprint(w)) || (!metaOnly && got != fmt.Sprint(w)) {
+			t.Errorf("%s: id %d column c = %s, want %v", reader, i+1, got, w)
 		}
 	}
+	return table
 }
 
 // checkWidened asserts the table's column has type to, a delta.typeChanges
