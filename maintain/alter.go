@@ -225,12 +225,14 @@ func (a *alterRun) rewrite(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		var seen int64 // rows of this file before the current record
 		err = t.ScanFile(ctx, f, cols, false, func(rec arrow.RecordBatch) error {
-			out, err := a.convertRecord(rec, keyIdx, f.Path)
+			out, err := a.convertRecord(rec, keyIdx, f.Path, seen)
 			if err != nil {
 				return err
 			}
 			defer out.Release()
+			seen += out.NumRows()
 			res.Rows += out.NumRows()
 			return w.Write(out)
 		})
@@ -299,7 +301,7 @@ func (a *alterRun) rewrite(ctx context.Context) error {
 }
 
 // convertRecord returns rec with the altered column converted.
-func (a *alterRun) convertRecord(rec arrow.RecordBatch, keyIdx []int, file string) (arrow.RecordBatch, error) {
+func (a *alterRun) convertRecord(rec arrow.RecordBatch, keyIdx []int, file string, base int64) (arrow.RecordBatch, error) {
 	p := a.p
 	src := rec.Column(p.idx)
 	conv, row, err := convertArray(src, p.conv, p.to)
@@ -309,7 +311,7 @@ func (a *alterRun) convertRecord(rec arrow.RecordBatch, keyIdx []int, file strin
 			return nil, fmt.Errorf("column %s: %w", p.field.Name, err)
 		}
 		return nil, fmt.Errorf("column %s: %s: value %s %s, so it cannot become %s (nothing was committed)",
-			p.field.Name, describeRow(rec, keyIdx, row, file), tablerows.AppendJSON(nil, src, row), ve.reason, typeLabel(p.to))
+			p.field.Name, describeRow(rec, keyIdx, row, file, base), tablerows.AppendJSON(nil, src, row), ve.reason, typeLabel(p.to))
 	}
 	a.res.Values += int64(src.Len() - src.NullN())
 	fields := append([]arrow.Field(nil), rec.Schema().Fields()...)
@@ -321,10 +323,11 @@ func (a *alterRun) convertRecord(rec arrow.RecordBatch, keyIdx []int, file strin
 	return out, nil
 }
 
-// describeRow names a row by its key (cdc-sink tables) or its position.
-func describeRow(rec arrow.RecordBatch, keyIdx []int, row int, file string) string {
+// describeRow names a row by its key (cdc-sink tables) or, without key
+// columns, by its position among the file's live rows.
+func describeRow(rec arrow.RecordBatch, keyIdx []int, row int, file string, base int64) string {
 	if len(keyIdx) == 0 {
-		return fmt.Sprintf("row %d of the live rows of %s", row, file)
+		return fmt.Sprintf("live row %d of %s", base+int64(row), file)
 	}
 	parts := make([]string, len(keyIdx))
 	for i, k := range keyIdx {

@@ -31,6 +31,9 @@ func personSchema(age normalize.Kind) *normalize.Schema {
 		{Name: "name", Type: normalize.Type{Kind: normalize.String}, Nullable: true},
 		{Name: "price", Type: normalize.Type{Kind: normalize.Decimal, Precision: 12, Scale: 4}, Nullable: true},
 		{Name: "seen", Type: normalize.Type{Kind: normalize.Timestamp}, Nullable: true},
+		{Name: "addr", Type: normalize.Type{Kind: normalize.Struct, Fields: []normalize.ColumnDef{
+			{Name: "city", Type: normalize.Type{Kind: normalize.String}, Nullable: true},
+			{Name: "zip", Type: normalize.Type{Kind: normalize.Integer}, Nullable: true}}}, Nullable: true},
 	}}
 }
 
@@ -38,7 +41,7 @@ var personLong = personSchema(normalize.Long)
 
 func person(id int64, age any, name, price string, lsn uint64) *normalize.Change {
 	return &normalize.Change{Op: normalize.OpUpsert, SourceOp: 'c', KeyNames: []string{"id"}, Key: []any{id},
-		Schema: personLong, Row: []any{id, age, name, decimal.RequireFromString(price), int64(1704164645123456)},
+		Schema: personLong, Row: []any{id, age, name, decimal.RequireFromString(price), int64(1704164645123456), []any{"Lisboa", int32(1000 + id)}},
 		Version: versioning.Version{Phase: versioning.PhaseStream, Commit: lsn, LSN: lsn}}
 }
 
@@ -333,7 +336,7 @@ func TestAlterColumnRefusals(t *testing.T) {
 	tests := []struct {
 		name, dir, column, typ, err string
 	}{
-		{"unknown column", dir, "agee", "string", `column "agee" is not in the table (columns: id, age, name, price, seen, _cdc_deleted`},
+		{"unknown column", dir, "agee", "string", `column "agee" is not in the table (columns: id, age, name, price, seen, addr, _cdc_deleted`},
 		{"key column", dir, "id", "string", "column id is a key column (cdcsink.keyColumns=id): its type is part of every key's identity"},
 		{"metadata column", dir, "_cdc_op", "binary", "column _cdc_op is a cdc-sink metadata column"},
 		{"same type", dir, "age", "long", "column age already has type long"},
@@ -474,6 +477,11 @@ func TestAlterColumnGoldenPartitioned(t *testing.T) {
 	if _, err := AlterColumn(ctx, dir, "part", "long", AlterOptions{}); err == nil || !strings.Contains(err.Error(), "column part is a partition column") {
 		t.Fatalf("err = %v", err)
 	}
+	// Without key columns a bad value is named by its file and position.
+	if _, err := AlterColumn(ctx, dir, "col2", "long", AlterOptions{}); err == nil ||
+		!regexp.MustCompile(`column col2: live row \d+ of part=\d/part-\S+\.parquet: value "foo\d+" is not an integer`).MatchString(err.Error()) {
+		t.Fatalf("err = %v", err)
+	}
 	res, err := AlterColumn(ctx, dir, "col1", "long", AlterOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -507,6 +515,23 @@ func TestAlterColumnTimestampNTZ(t *testing.T) {
 	rs := deltacheck.ReadDeltaRS(t, dir, "id = 1")
 	var m map[string]any
 	if len(rs.Rows) != 1 || json.Unmarshal([]byte(rs.Rows[0]), &m) != nil || m["seen"] != float64(1704164645123456) {
+		t.Fatalf("delta-rs: %v", rs.Rows)
+	}
+}
+
+// A struct that becomes a scalar at the source: struct -> string holds the
+// struct's JSON text; delta-rs reads it as a string.
+func TestAlterColumnStructToString(t *testing.T) {
+	dir := buildPeople(t)
+	res, err := AlterColumn(context.Background(), dir, "addr", "string", AlterOptions{})
+	if err != nil || res.OldType != `{"type":"struct","fields":[{"name":"city","type":"string","nullable":true,"metadata":{}},{"name":"zip","type":"integer","nullable":true,"metadata":{}}]}` {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if rows := allRows(t, dir); rows[0]["addr"] != `"{\"city\":\"Lisboa\",\"zip\":1001}"` || rows[2]["addr"] != "null" {
+		t.Fatalf("addr %s / %s", rows[0]["addr"], rows[2]["addr"])
+	}
+	rs := deltacheck.ReadDeltaRS(t, dir, "id = 4")
+	if len(rs.Rows) != 1 || !strings.Contains(rs.Rows[0], `"addr":"{\"city\":\"Lisboa\",\"zip\":1004}"`) {
 		t.Fatalf("delta-rs: %v", rs.Rows)
 	}
 }
