@@ -1,11 +1,13 @@
-// Package maintain rewrites the data of a Delta table without changing what
-// it means: compaction (Optimize) and the retention-bounded removal of
-// cdc-sink tombstones (PurgeTombstones). It uses package delta for the log
-// and delta/parquetio for data files; it owns the rewrite logic so that the
-// CLI stays thin.
+// Package maintain rewrites the data of a Delta table: compaction
+// (Optimize) and the retention-bounded removal of cdc-sink tombstones
+// (PurgeTombstones), which do not change what the table means, and the
+// change of a column's type with exact conversion of its values
+// (AlterColumn), the recovery path after an incompatible source type
+// change. It uses package delta for the log and delta/parquetio for data
+// files; it owns the rewrite logic so that the CLI stays thin.
 //
-// Neither operation should run while a sink writes the same table: stop the
-// sink for the table first (see docs/runbook.md). Both commit with optimistic
+// None of them should run while a sink writes the same table: stop the
+// sink for the table first (see docs/runbook.md). All commit with optimistic
 // concurrency, so a writer that committed in between makes them fail with a
 // conflict rather than lose data, but a long-running sink keeps an in-memory
 // index of the files it read and must be restarted afterwards anyway.

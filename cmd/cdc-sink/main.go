@@ -4,7 +4,7 @@
 //	cdc-sink run --config FILE        the sidecar consumer
 //	cdc-sink replay ...               bounded replay from files or Kafka into a table
 //	cdc-sink demo                     embedded broker + generated stream, no services needed
-//	cdc-sink table show|info|optimize|purge-tombstones|vacuum DIR
+//	cdc-sink table show|info|optimize|purge-tombstones|vacuum|cleanup-log|alter DIR
 //	cdc-sink quarantine stats|list|show|export|redrive
 //	cdc-sink diff TABLE_A TABLE_B
 //	cdc-sink verify --pg DSN --source-table S --table DIR
@@ -36,7 +36,7 @@ func commands() []command {
 		{"run", "consume Kafka continuously into Delta tables (--config FILE)", cmdRun},
 		{"replay", "apply a bounded set of records (files or Kafka) to a table, then stop", cmdReplay},
 		{"demo", "run the embedded demo: in-process broker, generated Debezium stream, local table", cmdDemo},
-		{"table", "inspect and maintain a Delta table: show, info, optimize, purge-tombstones, vacuum", cmdTable},
+		{"table", "inspect and maintain a Delta table: show, info, optimize, purge-tombstones, vacuum, cleanup-log, alter", cmdTable},
 		{"quarantine", "audit and redrive quarantined records: stats, list, show, export, redrive", cmdQuarantine},
 		{"diff", "compare the live rows of two tables (exit 1 on difference)", cmdDiff},
 		{"verify", "compare a table with its Postgres source table (exit 1 on difference)", cmdVerify},

@@ -18,7 +18,7 @@ import (
 	"github.com/cdcsink/cdc-sink/tablerows"
 )
 
-// cmdTable dispatches `cdc-sink table show|info|optimize|purge-tombstones|vacuum DIR`.
+// cmdTable dispatches `cdc-sink table show|info|optimize|purge-tombstones|vacuum|cleanup-log|alter DIR`.
 func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return dispatch(ctx, "table", "<subcommand> DIR [flags]", []subcommand{
 		{"show", "print the current rows (--format jsonl|table, --limit, --columns, --include-deleted)", tableShow},
@@ -27,6 +27,7 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		{"purge-tombstones", "remove tombstone rows older than --older-than (default 168h)", tablePurge},
 		{"vacuum", "delete unreferenced files older than --retention (dry run unless --dry-run=false)", tableVacuum},
 		{"cleanup-log", "delete log files older than delta.logRetentionDuration that a checkpoint covers", tableCleanupLog},
+		{"alter", "change a column's type, converting its values (--column C --type T; after a schema_mismatch)", tableAlter},
 	}, args, stdout, stderr)
 }
 
