@@ -33,7 +33,7 @@ func connectDecimal(unscaled int64) string {
 	return base64.StdEncoding.EncodeToString(b)
 }
 
-func decField(name string, prec, scale int) dbzField {
+func decimalField(name string, prec, scale int) dbzField {
 	return dbzField{Name: name, Type: "bytes", Logical: "org.apache.kafka.connect.data.Decimal",
 		Params: map[string]string{"scale": fmt.Sprint(scale), "connect.decimal.precision": fmt.Sprint(prec)}}
 }
@@ -63,14 +63,14 @@ func TestReplayWidensColumns(t *testing.T) {
 			0.5, -1.25, 1e300, -2.5e-300, [5]any{"1e+300", "-1.25", "-2.5e-300", "-2.5e-300", "-1.25"}, "float", "double"},
 		{"integer-double", dbzField{Name: "c", Type: "int32"}, dbzField{Name: "c", Type: "float64"},
 			int32(7), int32(-8), 0.25, 1e20, [5]any{"0.25", "-8.0", "1e+20", "1e+20", "-8.0"}, "integer", "double"},
-		{"decimal(10,2)-decimal(12,4)", decField("c", 10, 2), decField("c", 12, 4),
+		{"decimal(10,2)-decimal(12,4)", decimalField("c", 10, 2), decimalField("c", 12, 4),
 			connectDecimal(1234), connectDecimal(-99999999), connectDecimal(123456789), connectDecimal(99999999_9999),
 			[5]any{"12345.6789", "-999999.9900", "99999999.9999", "99999999.9999", "-999999.9900"}, "decimal(10,2)", "decimal(12,4)"},
 		{"long-double", dbzField{Name: "c", Type: "int64"}, dbzField{Name: "c", Type: "float64"},
 			int64(7), int64(-8), 0.5, -1e100, [5]any{"0.5", "-8.0", "-1e+100", "-1e+100", "-8.0"}, "long", "double"},
 		{"date-timestamp", dbzField{Name: "c", Type: "int32", Logical: "io.debezium.time.Date"}, dbzField{Name: "c", Type: "int64", Logical: "io.debezium.time.MicroTimestamp"},
 			int32(1), int32(-1), int64(1_500_000), int64(86_400_000_000) * 20000, [5]any{"1500000", "-86400000000", "1728000000000000", "1728000000000000", "-86400000000"}, "date", "timestamp"},
-		{"integer-decimal(12,2)", dbzField{Name: "c", Type: "int32"}, decField("c", 12, 2),
+		{"integer-decimal(12,2)", dbzField{Name: "c", Type: "int32"}, decimalField("c", 12, 2),
 			int32(7), int32(-8), connectDecimal(1234), connectDecimal(-99999999_99),
 			[5]any{"12.34", "-8.00", "-99999999.99", "-99999999.99", "-8.00"}, "integer", "decimal(12,2)"},
 	}
