@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 
@@ -107,7 +106,14 @@ func routeTemplate(tmpl string) func(topic string) (string, bool) {
 			prefix, sch, tbl = strings.Join(parts[:len(parts)-2], "."), parts[len(parts)-2], parts[len(parts)-1]
 		}
 		r := strings.NewReplacer("{topic}", topic, "{prefix}", prefix, "{db}", prefix, "{schema}", sch, "{table}", tbl)
-		return filepath.Clean(r.Replace(tmpl)), true
+		loc := r.Replace(tmpl)
+		// The template was checked at config load; a topic cannot make a
+		// valid template invalid, but keep the raw location if it did so
+		// that opening it reports the error.
+		if canon, err := checkLocation(loc); err == nil {
+			return canon, true
+		}
+		return loc, true
 	}
 }
 
