@@ -163,7 +163,7 @@ func (o *deltaOps) writeData(ctx context.Context, sc *schema.StructType, rec arr
 	var buf bytes.Buffer
 	stats, err := parquetio.WriteFile(ctx, &buf, sc, []arrow.RecordBatch{rec}, parquetio.WriteOptions{})
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, fmt.Errorf("write data file: %w", err)
 	}
 	add, err := o.tbl.PutDataFile(ctx, buf.Bytes(), stats.StatsJSON, nil, nil)
 	if err != nil {
