@@ -37,6 +37,17 @@ func checkLocation(location string) (string, error) {
 	return l.String(), nil
 }
 
+// canonLocation is the canonical form of a routed table location, so that
+// one table has one name however it is spelled (tableSet opens each once).
+// Locations were checked at config load; an invalid one is returned as is
+// and opening it reports the error.
+func canonLocation(location string) string {
+	if l, err := delta.ParseLocation(location); err == nil {
+		return l.String()
+	}
+	return location
+}
+
 // tableExists asks delta whether location holds a table (a commit or a
 // checkpoint), telling "nothing there yet" apart from a storage error.
 func tableExists(ctx context.Context, location string) (bool, error) {

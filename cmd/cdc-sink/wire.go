@@ -106,14 +106,7 @@ func routeTemplate(tmpl string) func(topic string) (string, bool) {
 			prefix, sch, tbl = strings.Join(parts[:len(parts)-2], "."), parts[len(parts)-2], parts[len(parts)-1]
 		}
 		r := strings.NewReplacer("{topic}", topic, "{prefix}", prefix, "{db}", prefix, "{schema}", sch, "{table}", tbl)
-		loc := r.Replace(tmpl)
-		// The template was checked at config load; a topic cannot make a
-		// valid template invalid, but keep the raw location if it did so
-		// that opening it reports the error.
-		if canon, err := checkLocation(loc); err == nil {
-			return canon, true
-		}
-		return loc, true
+		return canonLocation(r.Replace(tmpl)), true
 	}
 }
 

@@ -160,7 +160,7 @@ func Run(t *testing.T, newStore func(t *testing.T) delta.Storage) {
 		s := newStore(t)
 		n := 3<<20 + 12345
 		if !testing.Short() {
-			n = 24 << 20
+			n = 16 << 20
 		}
 		data := make([]byte, n)
 		rand.New(rand.NewSource(1)).Read(data)
