@@ -151,7 +151,7 @@ type StorageOptions struct{}
 func (l Location) Storage(_ context.Context, _ StorageOptions) (Storage, error) {
 	if !l.IsLocal() {
 		return nil, &LocationError{Location: l.String(), Scheme: l.Scheme, Err: ErrBackendNotBuilt,
-			Reason: fmt.Sprintf("%s backend not built yet (%s)", objectSchemes[l.Scheme], acceptedForms)}
+			Reason: fmt.Sprintf("object storage backend not built yet (%s); accepted today: a local path or file:///path", objectSchemes[l.Scheme])}
 	}
 	abs, err := filepath.Abs(l.Path)
 	if err != nil {
