@@ -29,15 +29,47 @@ func (s *Snapshot) WriteDataFile(ctx context.Context, recs []arrow.RecordBatch, 
 	if err != nil {
 		return Add{}, fmt.Errorf("write data file: %w", err)
 	}
-	return s.table.PutDataFile(ctx, buf.Bytes(), st.StatsJSON, s.metadata.PartitionColumns, partitionValues)
+	dir := ""
+	for _, c := range s.metadata.PartitionColumns {
+		v := "__HIVE_DEFAULT_PARTITION__"
+		if p := partitionValues[c]; p != nil && *p != "" {
+			v = hiveEscape(*p)
+		}
+		dir += hiveEscape(c) + "=" + v + "/"
+	}
+	rel := dir + "part-00000-" + newUUID() + "-c000.snappy.parquet"
+	if err := s.table.store.PutIfAbsent(ctx, s.table.Key(rel), buf.Bytes()); err != nil {
+		return Add{}, fmt.Errorf("write data file %s: %w", rel, err)
+	}
+	pv := map[string]*string{}
+	for _, c := range s.metadata.PartitionColumns {
+		pv[c] = partitionValues[c]
+	}
+	return Add{Path: (&url.URL{Path: rel}).EscapedPath(), PartitionValues: pv, Size: int64(buf.Len()),
+		ModificationTime: time.Now().UnixMilli(), DataChange: true, Stats: st.StatsJSON}, nil
+}
+
+// hiveEscape escapes partition directory names like Hive/Spark do.
+func hiveEscape(s string) string {
+	var b []byte
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c == 0x7f || bytes.IndexByte([]byte("\"#%'*/:=?\\{[]^"), c) >= 0 {
+			b = append(b, fmt.Sprintf("%%%02X", c)...)
+			continue
+		}
+		b = append(b, c)
+	}
+	return string(b)
 }
 
 // PutDataFile stores data (an encoded Parquet file, e.g. from parquetio) as
 // a new data file with a unique name, never overwriting, in the Hive
 // partition directory of partitionValues (partitionColumns order), and
 // returns its add action (dataChange=true, modificationTime now): the one
-// place data files are named, for writers that encode on their own
-// (streaming, or a schema not committed yet).
+// place data files are named for writers that encode on their own
+// (streaming, or a schema not committed yet). Column names are as they go
+// in the log (physical names in column-mapped tables).
 func (t *Table) PutDataFile(ctx context.Context, data []byte, statsJSON string, partitionColumns []string, partitionValues map[string]*string) (Add, error) {
 	dir := ""
 	for _, c := range partitionColumns {
@@ -57,20 +89,6 @@ func (t *Table) PutDataFile(ctx context.Context, data []byte, statsJSON string, 
 	}
 	return Add{Path: (&url.URL{Path: rel}).EscapedPath(), PartitionValues: pv, Size: int64(len(data)),
 		ModificationTime: time.Now().UnixMilli(), DataChange: true, Stats: statsJSON}, nil
-}
-
-// hiveEscape escapes partition directory names like Hive/Spark do.
-func hiveEscape(s string) string {
-	var b []byte
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < 0x20 || c == 0x7f || bytes.IndexByte([]byte("\"#%'*/:=?\\{[]^"), c) >= 0 {
-			b = append(b, fmt.Sprintf("%%%02X", c)...)
-			continue
-		}
-		b = append(b, c)
-	}
-	return string(b)
 }
 
 // WriteDeletionVector writes bm (deleted physical row indexes, which must
