@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
@@ -62,23 +63,74 @@ func hiveEscape(s string) string {
 	return string(b)
 }
 
+// PutDataFile stores data (an encoded Parquet file, e.g. from parquetio) as
+// a new data file with a unique name, never overwriting, in the Hive
+// partition directory of partitionValues (partitionColumns order), and
+// returns its add action (dataChange=true, modificationTime now): the one
+// place data files are named for writers that encode on their own
+// (streaming, or a schema not committed yet). Column names are as they go
+// in the log (physical names in column-mapped tables).
+func (t *Table) PutDataFile(ctx context.Context, data []byte, statsJSON string, partitionColumns []string, partitionValues map[string]*string) (Add, error) {
+	dir := ""
+	for _, c := range partitionColumns {
+		v := "__HIVE_DEFAULT_PARTITION__"
+		if p := partitionValues[c]; p != nil && *p != "" {
+			v = hiveEscape(*p)
+		}
+		dir += hiveEscape(c) + "=" + v + "/"
+	}
+	rel := dir + "part-00000-" + newUUID() + "-c000.snappy.parquet"
+	if err := t.store.PutIfAbsent(ctx, t.Key(rel), data); err != nil {
+		return Add{}, fmt.Errorf("write data file %s: %w", rel, err)
+	}
+	pv := map[string]*string{}
+	for _, c := range partitionColumns {
+		pv[c] = partitionValues[c]
+	}
+	return Add{Path: (&url.URL{Path: rel}).EscapedPath(), PartitionValues: pv, Size: int64(len(data)),
+		ModificationTime: time.Now().UnixMilli(), DataChange: true, Stats: statsJSON}, nil
+}
+
 // WriteDeletionVector writes bm (deleted physical row indexes, which must
 // include any rows deleted by the file's current DV) as a new DV file and
 // returns its descriptor. To apply it, commit
 // Remove{old add incl. old DV} + Add{same path, DeletionVector: desc}.
 func (t *Table) WriteDeletionVector(ctx context.Context, bm *roaring64.Bitmap) (*DeletionVector, error) {
+	desc, _, err := t.writeDV(ctx, bm)
+	return desc, err
+}
+
+func (t *Table) writeDV(ctx context.Context, bm *roaring64.Bitmap) (*DeletionVector, int64, error) {
 	data, desc, err := dv.Write(bm)
 	if err != nil {
-		return nil, fmt.Errorf("write deletion vector: %w", err)
+		return nil, 0, fmt.Errorf("write deletion vector: %w", err)
 	}
 	rel, err := desc.RelativePath()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if err := t.store.PutIfAbsent(ctx, t.Key(rel), data); err != nil {
-		return nil, fmt.Errorf("write deletion vector %s: %w", rel, err)
+		return nil, 0, fmt.Errorf("write deletion vector %s: %w", rel, err)
 	}
-	return &desc, nil
+	return &desc, int64(len(data)), nil
+}
+
+// ReplaceDeletionVector writes bm (which must include the rows already
+// deleted by add's current DV) as a new DV file and returns the pair that
+// swaps it in: Remove{add with its old DV} and Add{same file, new DV}, plus
+// the DV file's size. The file's min/max still bound its live rows but are
+// no longer tight, so the stats say so (as Spark does).
+func (t *Table) ReplaceDeletionVector(ctx context.Context, add Add, bm *roaring64.Bitmap, now time.Time) (Add, Remove, int64, error) {
+	desc, size, err := t.writeDV(ctx, bm)
+	if err != nil {
+		return Add{}, Remove{}, 0, err
+	}
+	rm := RemoveFile(add, now)
+	na := add
+	na.DeletionVector = desc
+	na.DataChange = true
+	na.Stats = strings.Replace(add.Stats, `"tightBounds":true`, `"tightBounds":false`, 1)
+	return na, rm, size, nil
 }
 
 // ReadDeletionVector loads the deleted-row bitmap of an add (empty when none).

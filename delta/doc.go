@@ -8,6 +8,7 @@
 // Reading:
 //
 //	t := delta.OpenTable(delta.NewLocalStorage(root), "tables/orders")
+//	t, err := delta.OpenLocation(ctx, "file:///lake/orders", delta.StorageOptions{}) // a user-given location
 //	snap, err := t.Snapshot(ctx)            // or t.SnapshotAt(ctx, v)
 //	snap.Files(); snap.TxnVersion("sink"); snap.DomainMetadata("cdc-sink")
 //	for rec, err := range snap.Scan(ctx, delta.ScanOptions{}) { ... }

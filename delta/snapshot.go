@@ -41,6 +41,9 @@ func (t *Table) Key(rel string) string {
 
 func (t *Table) logKey(name string) string { return t.Key(logDir + "/" + name) }
 
+// CommitKey returns the storage key of the JSON commit of version v.
+func (t *Table) CommitKey(v int64) string { return t.logKey(commitName(v)) }
+
 // Snapshot is the reconstructed state of a table at one version. It is
 // immutable and safe for concurrent use.
 type Snapshot struct {
@@ -93,6 +96,20 @@ func (t *Table) LatestVersion(ctx context.Context) (int64, error) {
 		return -1, fmt.Errorf("%w: %s", ErrNotATable, t.path)
 	}
 	return v, nil
+}
+
+// Exists reports whether the table has at least one commit or checkpoint.
+// Unlike Snapshot it distinguishes "no table here" (false, nil) from a
+// storage failure (error), without replaying the log.
+func (t *Table) Exists(ctx context.Context) (bool, error) {
+	_, err := t.LatestVersion(ctx)
+	if errors.Is(err, ErrNotATable) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // listLog lists _delta_log, starting at the _last_checkpoint hint when it is

@@ -19,6 +19,11 @@ import (
 //
 // The only primitive that must be atomic and exclusive is PutIfAbsent: it is
 // how optimistic concurrency decides who owns a commit version.
+//
+// Errors: a missing key matches ErrObjectNotFound, an existing PutIfAbsent
+// target ErrObjectExists (both permanent); failures worth retrying are
+// wrapped in *TransientError (IsTransient); a cancelled ctx returns ctx.Err().
+// delta/storagetest checks an implementation against this contract.
 type Storage interface {
 	// Get returns the whole object. A missing object returns an error
 	// satisfying errors.Is(err, fs.ErrNotExist).
@@ -89,7 +94,8 @@ func (s *LocalStorage) Get(ctx context.Context, key string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return os.ReadFile(p)
+	b, err := os.ReadFile(p)
+	return b, classifyOS(err)
 }
 
 // Open implements Storage.
@@ -103,12 +109,12 @@ func (s *LocalStorage) Open(ctx context.Context, key string) (ReadAtCloser, int6
 	}
 	f, err := os.Open(p)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, classifyOS(err)
 	}
 	st, err := f.Stat()
 	if err != nil {
 		f.Close()
-		return nil, 0, err
+		return nil, 0, classifyOS(err)
 	}
 	return f, st.Size(), nil
 }
@@ -127,14 +133,14 @@ func (s *LocalStorage) List(ctx context.Context, dir, from string) ([]FileInfo, 
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, nil
 		}
-		return nil, err
+		return nil, classifyOS(err)
 	}
 	// Readdirnames: one allocation per name, no stat; the log can hold
 	// tens of thousands of entries and only those >= from are kept.
 	names, err := d.Readdirnames(-1)
 	d.Close()
 	if err != nil {
-		return nil, err
+		return nil, classifyOS(err)
 	}
 	dir = strings.TrimSuffix(dir, "/")
 	out := make([]FileInfo, 0, 16)
@@ -195,14 +201,14 @@ func (s *LocalStorage) PutIfAbsent(ctx context.Context, key string, data []byte)
 	}
 	tmp, err := writeTemp(p, data)
 	if err != nil {
-		return err
+		return classifyOS(err)
 	}
 	defer os.Remove(tmp)
 	if err := os.Link(tmp, p); err != nil {
 		if errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("put %s: %w", key, fs.ErrExist)
 		}
-		return err
+		return classifyOS(err)
 	}
 	syncDir(filepath.Dir(p))
 	return nil
@@ -219,11 +225,11 @@ func (s *LocalStorage) Put(ctx context.Context, key string, data []byte) error {
 	}
 	tmp, err := writeTemp(p, data)
 	if err != nil {
-		return err
+		return classifyOS(err)
 	}
 	if err := os.Rename(tmp, p); err != nil {
 		os.Remove(tmp)
-		return err
+		return classifyOS(err)
 	}
 	syncDir(filepath.Dir(p))
 	return nil
@@ -239,7 +245,7 @@ func (s *LocalStorage) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+		return classifyOS(err)
 	}
 	return nil
 }
@@ -255,7 +261,7 @@ func (s *LocalStorage) Stat(ctx context.Context, key string) (FileInfo, error) {
 	}
 	st, err := os.Stat(p)
 	if err != nil {
-		return FileInfo{}, err
+		return FileInfo{}, classifyOS(err)
 	}
 	return FileInfo{Name: st.Name(), Key: key, Size: st.Size(), ModTime: st.ModTime(), IsDir: st.IsDir()}, nil
 }

@@ -20,16 +20,13 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/google/uuid"
 
 	"github.com/cdcsink/cdc-sink/delta"
-	"github.com/cdcsink/cdc-sink/delta/dv"
 	"github.com/cdcsink/cdc-sink/delta/parquetio"
 	"github.com/cdcsink/cdc-sink/tablerows"
 )
@@ -178,16 +175,12 @@ func Optimize(ctx context.Context, dir string, opts OptimizeOptions) (*OptimizeR
 		if opts.DryRun {
 			continue
 		}
-		name := fmt.Sprintf("part-00000-%s-c000.snappy.parquet", uuid.NewString())
-		if err := t.Store.PutIfAbsent(ctx, name, buf.Bytes()); err != nil {
-			return nil, fmt.Errorf("store %s: %w", name, err)
+		add, err := t.Delta.PutDataFile(ctx, buf.Bytes(), st.StatsJSON, t.Snap.PartitionColumns(), b.pv)
+		if err != nil {
+			return nil, fmt.Errorf("optimize: %w", err)
 		}
-		pv := b.pv
-		if pv == nil {
-			pv = map[string]*string{}
-		}
-		tx.Add(delta.Add{Path: name, PartitionValues: pv, Size: int64(buf.Len()), ModificationTime: now.UnixMilli(),
-			DataChange: false, Stats: st.StatsJSON})
+		add.ModificationTime, add.DataChange = now.UnixMilli(), false
+		tx.Add(add)
 	}
 	if res.RowsRead != res.RowsWritten {
 		return nil, fmt.Errorf("optimize: read %d rows but wrote %d", res.RowsRead, res.RowsWritten)
@@ -315,22 +308,11 @@ func PurgeTombstones(ctx context.Context, dir string, opts PurgeOptions) (*Purge
 			bm.Or(old)
 		}
 		bm.AddMany(hide)
-		data, desc, err := dv.Write(bm)
+		na, rm, _, err := t.Delta.ReplaceDeletionVector(ctx, *a, bm, now)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("purge-tombstones: %s: %w", a.Path, err)
 		}
-		rel, err := desc.RelativePath()
-		if err != nil {
-			return nil, err
-		}
-		if err := t.Store.PutIfAbsent(ctx, rel, data); err != nil {
-			return nil, fmt.Errorf("store %s: %w", rel, err)
-		}
-		tx.Remove(delta.RemoveFile(*a, now))
-		na := *a
-		na.DeletionVector = &desc
-		na.DataChange = true
-		na.Stats = strings.Replace(a.Stats, `"tightBounds":true`, `"tightBounds":false`, 1)
+		tx.Remove(rm)
 		tx.Add(na)
 	}
 	if res.Purged == 0 || opts.DryRun {

@@ -5,25 +5,24 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/google/uuid"
 
 	"github.com/cdcsink/cdc-sink/delta"
-	"github.com/cdcsink/cdc-sink/delta/dv"
 	"github.com/cdcsink/cdc-sink/delta/parquetio"
 	"github.com/cdcsink/cdc-sink/delta/schema"
 )
 
 // deltaOps is everything merge asks of the delta packages, in one place.
+// All I/O goes through store, so a table works on any delta.Storage;
+// storage errors keep their delta classification (delta.IsTransient, which
+// quarantine.IsTransient recognises), so the pipeline retries transient
+// ones and stops on the rest.
 type deltaOps struct {
-	dir   string
-	store *delta.LocalStorage
+	dir   string // the table location, for messages
+	store delta.Storage
 	tbl   *delta.Table
 }
 
@@ -38,16 +37,17 @@ type snapshotView struct {
 	domains map[string]string
 }
 
-func newDeltaOps(dir string) (*deltaOps, error) {
-	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return nil, err
+// newDeltaOps uses store when given (tests, embedding), else opens the
+// table location; a refused location fails here, before anything is written.
+func newDeltaOps(ctx context.Context, location string, store delta.Storage) (*deltaOps, error) {
+	if store == nil {
+		st, err := delta.OpenStorage(ctx, location, delta.StorageOptions{})
+		if err != nil {
+			return nil, err
+		}
+		store = st
 	}
-	if err := os.MkdirAll(abs, 0o750); err != nil {
-		return nil, fmt.Errorf("create table directory %s: %w", abs, err)
-	}
-	st := delta.NewLocalStorage(abs)
-	return &deltaOps{dir: abs, store: st, tbl: delta.OpenTable(st, "")}, nil
+	return &deltaOps{dir: location, store: store, tbl: delta.OpenTable(store, "")}, nil
 }
 
 // latest returns the newest snapshot, or nil when there is no table yet.
@@ -82,22 +82,8 @@ func (o *deltaOps) latest(ctx context.Context) (*snapshotView, error) {
 	return v, nil
 }
 
-func toDV(d *delta.DeletionVector) *dv.Descriptor {
-	if d == nil {
-		return nil
-	}
-	return &dv.Descriptor{StorageType: d.StorageType, PathOrInlineDv: d.PathOrInlineDv, Offset: d.Offset,
-		SizeInBytes: d.SizeInBytes, Cardinality: d.Cardinality, MaxRowIndex: d.MaxRowIndex}
-}
-
-func fromDV(d dv.Descriptor) *delta.DeletionVector {
-	return &delta.DeletionVector{StorageType: d.StorageType, PathOrInlineDv: d.PathOrInlineDv, Offset: d.Offset,
-		SizeInBytes: d.SizeInBytes, Cardinality: d.Cardinality, MaxRowIndex: d.MaxRowIndex}
-}
-
 func (o *deltaOps) readDV(ctx context.Context, d *delta.DeletionVector) (*roaring64.Bitmap, error) {
-	fsys := dv.FSFunc(func(ctx context.Context, p string) ([]byte, error) { return os.ReadFile(p) })
-	return dv.Read(ctx, fsys, o.dir, toDV(d))
+	return o.tbl.ReadDeletionVector(ctx, d)
 }
 
 func (o *deltaOps) create(ctx context.Context, meta *delta.Metadata, proto *delta.Protocol) error {
@@ -138,51 +124,61 @@ func (o *deltaOps) commit(ctx context.Context, readVersion int64, p *plan, op st
 	}
 	v, err := tx.Commit(ctx, op, params)
 	if err != nil {
+		if errors.Is(err, delta.ErrConflict) {
+			o.discard(ctx, p)
+		}
 		return -1, 0, err
 	}
 	var n int64
-	if fi, err := o.store.Stat(ctx, fmt.Sprintf("_delta_log/%020d.json", v)); err == nil {
+	if fi, err := o.store.Stat(ctx, o.tbl.CommitKey(v)); err == nil {
 		n = fi.Size
 	}
 	return v, n, nil
 }
 
+// discard deletes the files a plan wrote once its commit lost for sure (a
+// conflict: none of our commit attempts landed), so re-planning does not
+// leave orphans. After other failures the outcome may be ambiguous (the
+// commit may have landed), so nothing is deleted then; vacuum removes any
+// orphans later. Best effort: a failed delete only leaves an orphan.
+func (o *deltaOps) discard(ctx context.Context, p *plan) {
+	for _, nf := range p.newFiles {
+		if key, err := o.tbl.DataFileKey(nf.add.Path); err == nil {
+			_ = o.store.Delete(ctx, key)
+		}
+	}
+	for _, u := range p.dvUpdates {
+		if d := u.add.DeletionVector; d != nil {
+			if rel, err := d.RelativePath(); err == nil {
+				_ = o.store.Delete(ctx, o.tbl.Key(rel))
+			}
+		}
+	}
+}
+
 // writeData writes rec as a new Parquet data file and returns its add action.
+// It encodes with the batch's schema (which a schema change may have moved
+// past the read snapshot's) and lets delta name and store the file.
 func (o *deltaOps) writeData(ctx context.Context, sc *schema.StructType, rec arrow.RecordBatch, now time.Time) (*delta.Add, int64, error) {
 	var buf bytes.Buffer
 	stats, err := parquetio.WriteFile(ctx, &buf, sc, []arrow.RecordBatch{rec}, parquetio.WriteOptions{})
 	if err != nil {
+		return nil, 0, fmt.Errorf("write data file: %w", err)
+	}
+	add, err := o.tbl.PutDataFile(ctx, buf.Bytes(), stats.StatsJSON, nil, nil)
+	if err != nil {
 		return nil, 0, err
 	}
-	name := fmt.Sprintf("part-00000-%s-c000.snappy.parquet", uuid.NewString())
-	if err := o.store.PutIfAbsent(ctx, name, buf.Bytes()); err != nil {
-		return nil, 0, fmt.Errorf("store %s: %w", name, err)
-	}
-	return &delta.Add{Path: name, PartitionValues: map[string]*string{}, Size: int64(buf.Len()),
-		ModificationTime: now.UnixMilli(), DataChange: true, Stats: stats.StatsJSON}, int64(buf.Len()), nil
+	add.ModificationTime = now.UnixMilli()
+	return &add, add.Size, nil
 }
 
 // withDV writes bm as a new deletion vector for the file of add and returns
 // the add/remove pair that swaps the file's old DV for the new one.
 func (o *deltaOps) withDV(ctx context.Context, add *delta.Add, bm *roaring64.Bitmap, now time.Time) (*delta.Add, *delta.Remove, int64, error) {
-	data, desc, err := dv.Write(bm)
+	na, rm, n, err := o.tbl.ReplaceDeletionVector(ctx, *add, bm, now)
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	rel, err := desc.RelativePath()
-	if err != nil {
-		return nil, nil, 0, err
-	}
-	if err := o.store.PutIfAbsent(ctx, rel, data); err != nil {
-		return nil, nil, 0, fmt.Errorf("store %s: %w", rel, err)
-	}
-	rm := delta.RemoveFile(*add, now)
-	na := *add
-	na.DeletionVector = fromDV(desc)
-	na.DataChange = true
-	na.ModificationTime = add.ModificationTime
-	// With rows hidden, the file's min/max still bound the live rows but are
-	// no longer tight (as Spark marks them).
-	na.Stats = strings.Replace(add.Stats, `"tightBounds":true`, `"tightBounds":false`, 1)
-	return &na, &rm, int64(len(data)), nil
+	return &na, &rm, n, nil
 }

@@ -161,6 +161,13 @@ func tableState(t *testing.T, dir string) map[int64]modelRow {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return stateOf(t, tb)
+}
+
+// stateOf is tableState for an opened table.
+func stateOf(t *testing.T, tb *Table) map[int64]modelRow {
+	t.Helper()
+	ctx := context.Background()
 	out := map[int64]modelRow{}
 	if tb.st == nil {
 		return out

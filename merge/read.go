@@ -21,7 +21,11 @@ import (
 // address rows by physical index.
 func (o *deltaOps) readColumns(ctx context.Context, st *state, fs *fileState, names []string) ([]arrow.Array, int64, error) {
 	path := fs.add.Path
-	f, size, err := o.store.Open(ctx, path)
+	key, err := o.tbl.DataFileKey(path)
+	if err != nil {
+		return nil, 0, err
+	}
+	f, size, err := o.store.Open(ctx, key)
 	if err != nil {
 		return nil, 0, err
 	}

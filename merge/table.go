@@ -60,6 +60,10 @@ type Options struct {
 	// "dv-written", "before-commit", "after-commit"); an error aborts Apply
 	// there, as a crash would. For crash-safety tests.
 	Fault func(point string) error
+	// Storage, when set, holds the table (rooted at it) instead of the
+	// storage Open derives from the location (tests: delta.MemStorage,
+	// storagetest.Faulty).
+	Storage delta.Storage
 }
 
 // ErrForeignSink is returned when the table belongs to another sink name.
@@ -129,7 +133,7 @@ func (st *state) setSchema(s *schema.StructType) error {
 	return nil
 }
 
-// Open opens the table at dir (a local path), or prepares to create it on
+// Open opens the table at dir (a location: see delta.ParseLocation), or prepares to create it on
 // the first batch. The key index is rebuilt from the table's files.
 func Open(ctx context.Context, dir string, opts Options) (*Table, error) {
 	if opts.Sink == "" {
@@ -153,7 +157,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Table, error) {
 	if opts.CheckpointInterval <= 0 {
 		opts.CheckpointInterval = 10
 	}
-	ops, err := newDeltaOps(dir)
+	ops, err := newDeltaOps(ctx, dir, opts.Storage)
 	if err != nil {
 		return nil, err
 	}

@@ -87,7 +87,7 @@ func (t *Table) write(ctx context.Context, finals []*Final, batchID int64, res *
 	defer rec.Release()
 	add, n, err := t.ops.writeData(ctx, st.schema, rec, now)
 	if err != nil {
-		return nil, fmt.Errorf("write data file: %w", err)
+		return nil, err // says "write data file …" already
 	}
 	res.BytesWritten += n
 	if err := t.fault("data-written"); err != nil {

@@ -26,7 +26,6 @@ import (
 	"fmt"
 	"io"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -35,7 +34,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 
 	"github.com/cdcsink/cdc-sink/delta"
-	"github.com/cdcsink/cdc-sink/delta/dv"
 	"github.com/cdcsink/cdc-sink/delta/parquetio"
 	"github.com/cdcsink/cdc-sink/delta/schema"
 )
@@ -52,28 +50,44 @@ const (
 
 // Table is a Delta table opened at its latest version for reading.
 type Table struct {
-	Dir    string // absolute
-	Store  *delta.LocalStorage
+	Dir    string        // the location (absolute for local paths)
+	Store  delta.Storage // rooted at the table
 	Delta  *delta.Table
 	Snap   *delta.Snapshot
 	Schema *schema.StructType
 }
 
-// ErrNotATable is returned by Open for a directory without a Delta log.
+// ErrNotATable is returned by Open for a location without a Delta log.
 var ErrNotATable = delta.ErrNotATable
 
-// Open loads the latest snapshot of the table at dir.
-func Open(ctx context.Context, dir string) (*Table, error) {
-	abs, err := filepath.Abs(dir)
+// Open loads the latest snapshot of the table at location (a path or URL,
+// see delta.ParseLocation).
+func Open(ctx context.Context, location string) (*Table, error) {
+	loc, err := delta.ParseLocation(location)
 	if err != nil {
 		return nil, err
 	}
-	if st, err := os.Stat(abs); err != nil {
+	store, err := loc.Storage(ctx, delta.StorageOptions{})
+	if err != nil {
 		return nil, err
-	} else if !st.IsDir() {
-		return nil, fmt.Errorf("%s is not a directory", dir)
 	}
-	store := delta.NewLocalStorage(abs)
+	name := loc.String()
+	if loc.IsLocal() {
+		if name, err = filepath.Abs(loc.Path); err != nil {
+			return nil, err
+		}
+	}
+	return open(ctx, store, name, location)
+}
+
+// OpenStorage loads the latest snapshot of the table rooted at store; name
+// is the location shown in messages and Dir.
+func OpenStorage(ctx context.Context, store delta.Storage, name string) (*Table, error) {
+	return open(ctx, store, name, name)
+}
+
+// open: errors name the table as the user wrote it (dir).
+func open(ctx context.Context, store delta.Storage, name, dir string) (*Table, error) {
 	dt := delta.OpenTable(store, "")
 	snap, err := dt.Snapshot(ctx)
 	if err != nil {
@@ -86,7 +100,7 @@ func Open(ctx context.Context, dir string) (*Table, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema of %s: %w", dir, err)
 	}
-	return &Table{Dir: abs, Store: store, Delta: dt, Snap: snap, Schema: sc}, nil
+	return &Table{Dir: name, Store: store, Delta: dt, Snap: snap, Schema: sc}, nil
 }
 
 // Version is the snapshot version.
@@ -237,27 +251,16 @@ func (t *Table) ReadDV(ctx context.Context, a *delta.Add) (*roaring64.Bitmap, er
 	if a.DeletionVector == nil {
 		return nil, nil
 	}
-	fsys := dv.FSFunc(func(_ context.Context, p string) ([]byte, error) { return os.ReadFile(p) })
-	return dv.Read(ctx, fsys, t.Dir, a.DeletionVector)
+	return t.Delta.ReadDeletionVector(ctx, a.DeletionVector)
 }
 
-// OpenFile opens the data file of an add action for reading.
+// OpenFile opens the data file of an add action for reading. Like
+// Snapshot.Scan it reads only files inside the table: an absolute path
+// (shallow clones) is refused.
 func (t *Table) OpenFile(ctx context.Context, a *delta.Add) (delta.ReadAtCloser, int64, error) {
-	key, err := FilePath(a.Path)
+	key, err := t.Delta.DataFileKey(a.Path)
 	if err != nil {
 		return nil, 0, err
-	}
-	if filepath.IsAbs(key) {
-		f, err := os.Open(key)
-		if err != nil {
-			return nil, 0, err
-		}
-		st, err := f.Stat()
-		if err != nil {
-			f.Close()
-			return nil, 0, err
-		}
-		return f, st.Size(), nil
 	}
 	return t.Store.Open(ctx, key)
 }

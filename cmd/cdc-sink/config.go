@@ -401,6 +401,24 @@ func (c *Config) validate() error {
 	if c.Table.PathTemplate == "" && len(c.Table.Map) == 0 {
 		return bad("tables.path_template", "give a path template or tables.map")
 	}
+	if c.Table.PathTemplate != "" {
+		// Checked as expanded for a typical topic: the placeholders only
+		// fill in path segments, they cannot make a location valid.
+		sample, _ := routeTemplate(c.Table.PathTemplate)("prefix.schema.table")
+		if _, err := checkLocation(sample); err != nil {
+			return bad("tables.path_template", "%q: %v", c.Table.PathTemplate, err)
+		}
+	}
+	mapped := make([]string, 0, len(c.Table.Map))
+	for topic := range c.Table.Map {
+		mapped = append(mapped, topic)
+	}
+	sort.Strings(mapped)
+	for _, topic := range mapped {
+		if _, err := checkLocation(c.Table.Map[topic]); err != nil {
+			return bad("tables.map", "topic %s: %v", topic, err)
+		}
+	}
 	if c.Batch.MaxRecords <= 0 {
 		return bad("batch.max_records", "must be > 0")
 	}

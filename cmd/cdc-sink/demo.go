@@ -35,6 +35,10 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if err := tableArg("demo", *dir); err != nil {
+		return err
+	}
+	base, _ := checkLocation(*dir) // file:///x → /x, so Join below stays a path
 	start := time.Now()
 	gen := dbzgen.Config{Seed: *seed, Prefix: "loja", Schema: "public", Table: "orders", Partitions: *partitions,
 		Keys: *snapshot + *events/4, Events: *events, SnapshotRows: *snapshot, Tombstones: true, TxSize: 4,
@@ -65,7 +69,7 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	cfg.Sink = sink
 	cfg.Kafka.Brokers = brokers
 	cfg.Kafka.Topics = []string{topic}
-	cfg.Table.PathTemplate = filepath.Join(*dir, "lake", "{schema}.{table}")
+	cfg.Table.PathTemplate = filepath.Join(base, "lake", "{schema}.{table}")
 	cfg.Quar.Topic = qtopic
 	cfg.HTTP.Listen = *httpAddr
 	cfg.Batch = BatchConf{MaxRecords: 1000, MaxBytes: 64 << 20, MaxInterval: 200 * time.Millisecond}

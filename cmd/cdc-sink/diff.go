@@ -24,6 +24,11 @@ func cmdDiff(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if len(pos) != 2 {
 		return &exitError{code: 2, msg: "usage: cdc-sink diff TABLE_A TABLE_B [--key cols] [--limit N]"}
 	}
+	for _, p := range pos {
+		if err := tableArg("diff", p); err != nil {
+			return err
+		}
+	}
 	a, err := tablerows.Open(ctx, pos[0])
 	if err != nil {
 		return fmt.Errorf("table A: %w", err)

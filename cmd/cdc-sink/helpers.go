@@ -2,10 +2,12 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 
+	"github.com/cdcsink/cdc-sink/delta"
 	"github.com/cdcsink/cdc-sink/envelope"
 	"github.com/cdcsink/cdc-sink/internal/redact"
 )
@@ -14,6 +16,56 @@ import (
 func redactText(s string) string { return redact.String(s) }
 
 func newRegistry(url string) envelope.Registry { return envelope.NewSRClientRegistry(url) }
+
+// checkLocation refuses a table location that is malformed, has an unknown
+// scheme or names an object store whose backend is not built yet, and
+// returns its canonical form (delta.Location.String). Commands call it on
+// their table arguments before anything is read or written, so that
+// "s3://lake/t" never becomes a local directory "s3:/lake/t".
+func checkLocation(location string) (string, error) {
+	l, err := delta.ParseLocation(location)
+	if err == nil {
+		_, err = l.Storage(context.Background(), delta.StorageOptions{})
+	}
+	if err != nil {
+		var le *delta.LocationError
+		if errors.As(err, &le) {
+			le.Location = location
+		}
+		return "", err
+	}
+	return l.String(), nil
+}
+
+// canonLocation is the canonical form of a routed table location, so that
+// one table has one name however it is spelled (tableSet opens each once).
+// Locations were checked at config load; an invalid one is returned as is
+// and opening it reports the error.
+func canonLocation(location string) string {
+	if l, err := delta.ParseLocation(location); err == nil {
+		return l.String()
+	}
+	return location
+}
+
+// tableExists asks delta whether location holds a table (a commit or a
+// checkpoint), telling "nothing there yet" apart from a storage error.
+func tableExists(ctx context.Context, location string) (bool, error) {
+	t, err := delta.OpenLocation(ctx, location, delta.StorageOptions{})
+	if err != nil {
+		return false, err
+	}
+	return t.Exists(ctx)
+}
+
+// tableArg is checkLocation for a command's table argument: a refused
+// location is a usage error (exit 2) naming the command.
+func tableArg(cmd, location string) error {
+	if _, err := checkLocation(location); err != nil {
+		return &exitError{code: 2, msg: fmt.Sprintf("cdc-sink %s: %s", cmd, redactText(err.Error()))}
+	}
+	return nil
+}
 
 // subcommand is one verb of a command group (table, quarantine).
 type subcommand struct {

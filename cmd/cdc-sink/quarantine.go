@@ -504,6 +504,9 @@ func quarRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *table == "" || *requar == "" {
 		return &exitError{code: 2, msg: "quarantine redrive: --table DIR and --requarantine FILE are required"}
 	}
+	if err := tableArg("quarantine redrive", *table); err != nil {
+		return err
+	}
 	if q.file != "" && sameFile(q.file, *requar) {
 		return &exitError{code: 2, msg: "quarantine redrive: --requarantine must be a new file, not the quarantine being redriven (originals are never rewritten)"}
 	}
@@ -541,8 +544,10 @@ func quarRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) e
 				return fmt.Errorf("table %s: versioning state of sink %s: %w", *table, owner, err)
 			}
 		}
-	} else if _, statErr := os.Stat(filepath.Join(*table, "_delta_log")); statErr == nil {
-		return err
+	} else if exists, xerr := tableExists(ctx, *table); xerr != nil {
+		return xerr
+	} else if exists {
+		return err // a table that is there but unreadable is not "no table yet"
 	}
 	if *sink == "" {
 		if owner == "" {

@@ -44,6 +44,9 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *table == "" {
 		return errors.New("--table is required")
 	}
+	if err := tableArg("replay", *table); err != nil {
+		return err
+	}
 	if len(files) == 0 && len(topics) == 0 {
 		return errors.New("give --from-file PATH or --topics T")
 	}

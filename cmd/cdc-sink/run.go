@@ -99,7 +99,7 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 		Sink: cfg.Sink,
 		Route: func(topic string) (string, bool) {
 			if d, ok := cfg.Table.Map[topic]; ok {
-				return d, true
+				return canonLocation(d), true
 			}
 			if cfg.Table.PathTemplate == "" {
 				return "", false

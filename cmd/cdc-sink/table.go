@@ -60,7 +60,7 @@ func oneDir(fs *flag.FlagSet, args []string) (string, error) {
 	if len(pos) != 1 {
 		return "", &exitError{code: 2, msg: fmt.Sprintf("%s: want exactly one table directory, got %d arguments", fs.Name(), len(pos))}
 	}
-	return pos[0], nil
+	return pos[0], tableArg(fs.Name(), pos[0])
 }
 
 func tableShow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -301,8 +301,9 @@ func tableInfo(ctx context.Context, args []string, stdout, stderr io.Writer) err
 
 // lastCommit returns the operation and time of the snapshot's commit.
 func lastCommit(ctx context.Context, t *tablerows.Table) (string, time.Time) {
-	name := fmt.Sprintf("%020d.json", t.Version())
-	data, err := t.Store.Get(ctx, "_delta_log/"+name)
+	key := t.Delta.CommitKey(t.Version())
+	name := key[strings.LastIndexByte(key, '/')+1:]
+	data, err := t.Store.Get(ctx, key)
 	if err != nil {
 		return "(commit file gone: checkpoint only)", t.Snap.Timestamp()
 	}

@@ -58,6 +58,9 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *src == "" || *dir == "" {
 		return &exitError{code: 2, msg: "verify: --pg DSN --source-table schema.table --table DIR are required"}
 	}
+	if err := tableArg("verify", *dir); err != nil {
+		return err
+	}
 	t, err := tablerows.Open(ctx, *dir)
 	if err != nil {
 		return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"strings"
 	"sync"
 
@@ -107,7 +106,7 @@ func routeTemplate(tmpl string) func(topic string) (string, bool) {
 			prefix, sch, tbl = strings.Join(parts[:len(parts)-2], "."), parts[len(parts)-2], parts[len(parts)-1]
 		}
 		r := strings.NewReplacer("{topic}", topic, "{prefix}", prefix, "{db}", prefix, "{schema}", sch, "{table}", tbl)
-		return filepath.Clean(r.Replace(tmpl)), true
+		return canonLocation(r.Replace(tmpl)), true
 	}
 }
 
