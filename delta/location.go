@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Table locations are what users write to name a table: a local path, or a
@@ -141,15 +142,47 @@ func (l Location) String() string {
 	return l.Scheme + "://" + host + "/" + l.Path
 }
 
-// StorageOptions configures OpenStorage. The local backend needs nothing;
-// credentials and endpoints arrive with the object storage backends.
-type StorageOptions struct{}
+// StorageOptions configures OpenStorage: what the SDKs' standard chains
+// (credentials, AWS_ENDPOINT_URL_S3, AWS_REGION, …) do not cover. The local
+// backend needs nothing. Each backend's options live in their own type
+// (storageopts_*.go).
+type StorageOptions struct {
+	S3    S3Options
+	Azure AzureOptions
+	GCS   GCSOptions
+}
+
+// Backend opens a Storage rooted at an object store location. It must not
+// write anything, and should not need the network (commands call it to
+// validate a location before anything runs).
+type Backend func(ctx context.Context, l Location, opts StorageOptions) (Storage, error)
+
+var (
+	backendsMu sync.RWMutex
+	backends   = map[string]Backend{}
+)
+
+// RegisterBackend makes the object store backend b serve the given schemes
+// (backend packages call it from init; cmd imports the ones it is built with).
+func RegisterBackend(b Backend, schemes ...string) {
+	backendsMu.Lock()
+	defer backendsMu.Unlock()
+	for _, s := range schemes {
+		backends[s] = b
+	}
+}
 
 // Storage returns a Storage rooted at the table location: table keys are
 // relative to it (use OpenTable(store, "")). Nothing is created: the local
 // backend makes directories on the first write.
-func (l Location) Storage(_ context.Context, _ StorageOptions) (Storage, error) {
+func (l Location) Storage(ctx context.Context, opts StorageOptions) (Storage, error) {
 	if !l.IsLocal() {
+		backendsMu.RLock()
+		b := backends[l.Scheme]
+		backendsMu.RUnlock()
+		if b != nil {
+			return b(ctx, l, opts)
+		}
 		return nil, &LocationError{Location: l.String(), Scheme: l.Scheme, Err: ErrBackendNotBuilt,
 			Reason: fmt.Sprintf("object storage backend not built yet (%s); accepted today: a local path or file:///path", objectSchemes[l.Scheme])}
 	}

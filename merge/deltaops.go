@@ -39,9 +39,9 @@ type snapshotView struct {
 
 // newDeltaOps uses store when given (tests, embedding), else opens the
 // table location; a refused location fails here, before anything is written.
-func newDeltaOps(ctx context.Context, location string, store delta.Storage) (*deltaOps, error) {
+func newDeltaOps(ctx context.Context, location string, store delta.Storage, so delta.StorageOptions) (*deltaOps, error) {
 	if store == nil {
-		st, err := delta.OpenStorage(ctx, location, delta.StorageOptions{})
+		st, err := delta.OpenStorage(ctx, location, so)
 		if err != nil {
 			return nil, err
 		}

@@ -64,6 +64,8 @@ type Options struct {
 	// storage Open derives from the location (tests: delta.MemStorage,
 	// storagetest.Faulty).
 	Storage delta.Storage
+	// StorageOptions configure the object store backend when Storage is nil.
+	StorageOptions delta.StorageOptions
 }
 
 // ErrForeignSink is returned when the table belongs to another sink name.
@@ -157,7 +159,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Table, error) {
 	if opts.CheckpointInterval <= 0 {
 		opts.CheckpointInterval = 10
 	}
-	ops, err := newDeltaOps(ctx, dir, opts.Storage)
+	ops, err := newDeltaOps(ctx, dir, opts.Storage, opts.StorageOptions)
 	if err != nil {
 		return nil, err
 	}

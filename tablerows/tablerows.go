@@ -61,13 +61,18 @@ type Table struct {
 var ErrNotATable = delta.ErrNotATable
 
 // Open loads the latest snapshot of the table at location (a path or URL,
-// see delta.ParseLocation).
+// see delta.ParseLocation) with the object stores' default options.
 func Open(ctx context.Context, location string) (*Table, error) {
+	return OpenWith(ctx, location, delta.StorageOptions{})
+}
+
+// OpenWith is Open with object store options.
+func OpenWith(ctx context.Context, location string, so delta.StorageOptions) (*Table, error) {
 	loc, err := delta.ParseLocation(location)
 	if err != nil {
 		return nil, err
 	}
-	store, err := loc.Storage(ctx, delta.StorageOptions{})
+	store, err := loc.Storage(ctx, so)
 	if err != nil {
 		return nil, err
 	}

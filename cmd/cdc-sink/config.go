@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/cdcsink/cdc-sink/delta"
 	"github.com/cdcsink/cdc-sink/merge"
 	"io"
 	"net"
@@ -27,17 +28,63 @@ import (
 // are k=v,k=v in flags and env vars; a map given there is merged into the
 // file's map entry by entry (the same precedence per entry).
 type Config struct {
-	Sink   string     `yaml:"sink" doc:"sink name: txn appId, table owner, consumer group default, quarantine topic prefix"`
-	Kafka  KafkaConf  `yaml:"kafka"`
-	Table  TableConf  `yaml:"tables"`
-	Reg    RegConf    `yaml:"registry"`
-	Batch  BatchConf  `yaml:"batch"`
-	Quar   QuarConf   `yaml:"quarantine"`
-	HTTP   HTTPConf   `yaml:"http"`
-	Log    LogConf    `yaml:"log"`
-	Merge  MergeConf  `yaml:"merge"`
-	Schema SchemaConf `yaml:"schema"`
-	Maint  MaintConf  `yaml:"maintenance"`
+	Sink    string      `yaml:"sink" doc:"sink name: txn appId, table owner, consumer group default, quarantine topic prefix"`
+	Kafka   KafkaConf   `yaml:"kafka"`
+	Table   TableConf   `yaml:"tables"`
+	Reg     RegConf     `yaml:"registry"`
+	Batch   BatchConf   `yaml:"batch"`
+	Quar    QuarConf    `yaml:"quarantine"`
+	HTTP    HTTPConf    `yaml:"http"`
+	Log     LogConf     `yaml:"log"`
+	Merge   MergeConf   `yaml:"merge"`
+	Schema  SchemaConf  `yaml:"schema"`
+	Storage StorageConf `yaml:"storage"`
+	Maint   MaintConf   `yaml:"maintenance"`
+}
+
+// StorageConf configures the object store backends beyond the SDKs' standard
+// chains (credentials, AWS_REGION, AWS_ENDPOINT_URL_S3, …). Every command
+// reads it from CDC_SINK_STORAGE_* too; run also from its config file.
+type StorageConf struct {
+	S3 struct {
+		Endpoint  string `yaml:"endpoint" doc:"S3 endpoint override (SeaweedFS, MinIO, R2…); default: the SDK's (AWS_ENDPOINT_URL_S3)"`
+		Region    string `yaml:"region" doc:"S3 region override; default: the SDK's (AWS_REGION)"`
+		PathStyle bool   `yaml:"path_style" doc:"path-style bucket addressing (SeaweedFS/MinIO-style endpoints)"`
+	} `yaml:"s3"`
+	Azure struct {
+		Endpoint string `yaml:"endpoint" doc:"Azure Blob endpoint override (Azurite: http://127.0.0.1:10000/devstoreaccount1)"`
+	} `yaml:"azure"`
+	GCS struct {
+		Endpoint string `yaml:"endpoint" doc:"GCS endpoint override (an emulator); default: the SDK's (STORAGE_EMULATOR_HOST)"`
+	} `yaml:"gcs"`
+}
+
+func (c StorageConf) options() delta.StorageOptions {
+	return delta.StorageOptions{
+		S3:    delta.S3Options{Endpoint: c.S3.Endpoint, Region: c.S3.Region, PathStyle: c.S3.PathStyle},
+		Azure: delta.AzureOptions{Endpoint: c.Azure.Endpoint},
+		GCS:   delta.GCSOptions{Endpoint: c.GCS.Endpoint},
+	}
+}
+
+// storageOpts are the object store options of this process's commands:
+// set by realMain from CDC_SINK_STORAGE_*, and by run from its config.
+var storageOpts delta.StorageOptions
+
+// storageFromEnv reads the storage.* keys from the environment.
+func storageFromEnv(getenv func(string) string) (delta.StorageOptions, error) {
+	cfg := defaultConfig()
+	for _, l := range leaves(&cfg) {
+		if !strings.HasPrefix(l.path, "storage.") {
+			continue
+		}
+		if v := getenv(envName(l.path)); v != "" {
+			if err := setLeaf(l, v); err != nil {
+				return delta.StorageOptions{}, fmt.Errorf("%s: %w", envName(l.path), err)
+			}
+		}
+	}
+	return cfg.Storage.options(), nil
 }
 
 // SchemaConf says how tables follow the source's DDL (docs/types.md, "Type changes").

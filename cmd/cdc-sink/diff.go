@@ -29,11 +29,11 @@ func cmdDiff(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 	}
-	a, err := tablerows.Open(ctx, pos[0])
+	a, err := tablerows.OpenWith(ctx, pos[0], storageOpts)
 	if err != nil {
 		return fmt.Errorf("table A: %w", err)
 	}
-	b, err := tablerows.Open(ctx, pos[1])
+	b, err := tablerows.OpenWith(ctx, pos[1], storageOpts)
 	if err != nil {
 		return fmt.Errorf("table B: %w", err)
 	}

@@ -25,7 +25,7 @@ func newRegistry(url string) envelope.Registry { return envelope.NewSRClientRegi
 func checkLocation(location string) (string, error) {
 	l, err := delta.ParseLocation(location)
 	if err == nil {
-		_, err = l.Storage(context.Background(), delta.StorageOptions{})
+		_, err = l.Storage(context.Background(), storageOpts)
 	}
 	if err != nil {
 		var le *delta.LocationError
@@ -51,7 +51,7 @@ func canonLocation(location string) string {
 // tableExists asks delta whether location holds a table (a commit or a
 // checkpoint), telling "nothing there yet" apart from a storage error.
 func tableExists(ctx context.Context, location string) (bool, error) {
-	t, err := delta.OpenLocation(ctx, location, delta.StorageOptions{})
+	t, err := delta.OpenLocation(ctx, location, storageOpts)
 	if err != nil {
 		return false, err
 	}

@@ -71,6 +71,12 @@ func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		}
 		return 0
 	}
+	so, err := storageFromEnv(os.Getenv)
+	if err != nil {
+		fmt.Fprintf(stderr, "cdc-sink: %v\n", err)
+		return 2
+	}
+	storageOpts = so
 	for _, c := range commands() {
 		if c.name != args[0] {
 			continue

@@ -537,7 +537,7 @@ func quarRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	// Owner and tracker state of an existing table.
 	owner := ""
 	var tracker []versioning.PartitionState
-	if t, err := tablerows.Open(ctx, *table); err == nil {
+	if t, err := tablerows.OpenWith(ctx, *table, storageOpts); err == nil {
 		owner, _ = t.Snap.Config(merge.ConfSink)
 		if cfg, ok := t.Snap.DomainMetadata("cdcsink.tracker." + owner); ok && owner != "" && cfg != "" {
 			if err := json.Unmarshal([]byte(cfg), &tracker); err != nil {

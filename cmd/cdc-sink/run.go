@@ -24,6 +24,7 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	storageOpts = cfg.Storage.options()
 	logger := newLogger(cfg.Log, stderr)
 	logger.Info("cdc-sink starting", "version", Version, "config", cfg.Redacted())
 	return runSink(ctx, cfg, logger, runHooks{stdout: stdout})

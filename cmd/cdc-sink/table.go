@@ -76,7 +76,7 @@ func tableShow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *format != "jsonl" && *format != "table" {
 		return &exitError{code: 2, msg: fmt.Sprintf("--format %q: want jsonl or table", *format)}
 	}
-	t, err := tablerows.Open(ctx, dir)
+	t, err := tablerows.OpenWith(ctx, dir, storageOpts)
 	if err != nil {
 		return err
 	}
@@ -181,7 +181,7 @@ func tableInfo(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	t, err := tablerows.Open(ctx, dir)
+	t, err := tablerows.OpenWith(ctx, dir, storageOpts)
 	if err != nil {
 		return err
 	}
@@ -415,7 +415,7 @@ func tableVacuum(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *retention < 168*time.Hour && !*dry {
 		fmt.Fprintf(stderr, "warning: retention %s is below the default 168h: readers of older versions (and concurrent writers) may fail\n", *retention)
 	}
-	t, err := tablerows.Open(ctx, dir)
+	t, err := tablerows.OpenWith(ctx, dir, storageOpts)
 	if err != nil {
 		return err
 	}
@@ -451,7 +451,7 @@ func tableCleanupLog(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
-	t, err := tablerows.Open(ctx, dir)
+	t, err := tablerows.OpenWith(ctx, dir, storageOpts)
 	if err != nil {
 		return err
 	}

@@ -61,7 +61,7 @@ func cmdVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := tableArg("verify", *dir); err != nil {
 		return err
 	}
-	t, err := tablerows.Open(ctx, *dir)
+	t, err := tablerows.OpenWith(ctx, *dir, storageOpts)
 	if err != nil {
 		return err
 	}

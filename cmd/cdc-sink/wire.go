@@ -45,7 +45,7 @@ func (ts *tableSet) open(ctx context.Context, dir string) (*merge.Table, error) 
 		return t, nil
 	}
 	t, err := merge.Open(ctx, dir, merge.Options{
-		Sink: ts.setup.Sink, Truncate: ts.setup.Truncate, Widening: ts.setup.Widening, OnDropColumn: ts.setup.OnDropColumn, AllowForeignSink: ts.setup.AllowForeignSink,
+		Sink: ts.setup.Sink, Truncate: ts.setup.Truncate, Widening: ts.setup.Widening, OnDropColumn: ts.setup.OnDropColumn, StorageOptions: storageOpts, AllowForeignSink: ts.setup.AllowForeignSink,
 		Logger: ts.setup.Logger,
 	})
 	if err != nil {
