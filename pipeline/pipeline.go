@@ -263,12 +263,25 @@ func (p *Pipeline) prepare(ctx context.Context, w *tableWork, rep *Report) error
 
 func (p *Pipeline) apply(ctx context.Context, w *tableWork, rep *Report) (*merge.Result, error) {
 	batch := &merge.Batch{Changes: w.changes, Offsets: w.offsets, Tracker: w.tracker.State()}
+	// Each record is quarantined (and counted) once per batch, however often
+	// merge calls reject: once per commit attempt after a concurrent writer
+	// won, and again when a transient failure makes this loop retry Apply.
+	badSent := false
+	sent := map[int]bool{}
 	reject := func(ctx context.Context, batchID int64, rs []merge.Reject) error {
-		entries := append([]quarantine.Entry(nil), w.bad...)
-		for i := range entries {
-			entries[i].BatchID = batchID
+		var entries []quarantine.Entry
+		if !badSent {
+			entries = append(entries, w.bad...)
+			for i := range entries {
+				entries[i].BatchID = batchID
+			}
 		}
+		var idx []int
 		for _, rj := range rs {
+			if sent[rj.Index] {
+				continue
+			}
+			idx = append(idx, rj.Index)
 			entries = append(entries, p.entry(w.chRec[rj.Index], rj.Reason, rj.Message, batchID))
 		}
 		if len(entries) == 0 {
@@ -276,6 +289,10 @@ func (p *Pipeline) apply(ctx context.Context, w *tableWork, rep *Report) (*merge
 		}
 		if err := p.writeQuarantine(ctx, entries); err != nil {
 			return err
+		}
+		badSent = true
+		for _, i := range idx {
+			sent[i] = true
 		}
 		for _, e := range entries {
 			rep.Quarantined[e.Reason]++

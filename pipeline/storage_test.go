@@ -97,3 +97,42 @@ func TestStorageFailuresThroughPipeline(t *testing.T) {
 	}
 	t.Logf("permanent failure: %v", err)
 }
+
+// A record is quarantined once per batch, however often the batch is
+// retried: transient failures around the commit make the pipeline call
+// Apply again, and before, every attempt wrote the batch's bad records to
+// the quarantine again (and counted them again).
+func TestRetriedBatchQuarantinesOnce(t *testing.T) {
+	s := dbzgen.Generate(dbzgen.Config{Seed: 9, Prefix: "loja", Schema: "public", Table: "orders", Partitions: 1,
+		Keys: 30, Events: 160, SnapshotRows: 20, TxSize: 3, Malformed: 6})
+	_, _, ref, err := runOnStore(t, s, delta.NewMemStorage())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ref.entries) != 6 {
+		t.Fatalf("reference run quarantined %d records, want the 6 malformed ones", len(ref.entries))
+	}
+	transient := delta.Transient(fmt.Errorf("503 slow down: %w", storagetest.ErrInjected))
+	f := storagetest.NewFaulty(delta.NewMemStorage(),
+		storagetest.Fault{Op: storagetest.OpPutIfAbsent, Pattern: "_delta_log/*.json", Before: transient, Skip: 1, Times: 3},
+		storagetest.Fault{Op: storagetest.OpPutIfAbsent, Pattern: "*.parquet", Before: transient, Skip: 2, Times: 2})
+	_, _, q, err := runOnStore(t, s, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Injected() != 5 {
+		t.Fatalf("%d faults fired, want 5", f.Injected())
+	}
+	seen := map[string]int{}
+	for _, e := range q.entries {
+		seen[fmt.Sprintf("%s/%d@%d", e.Record.Topic, e.Record.Partition, e.Record.Offset)]++
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Errorf("%s quarantined %d times", k, n)
+		}
+	}
+	if len(q.entries) != len(ref.entries) {
+		t.Errorf("%d quarantine entries after retries, want %d", len(q.entries), len(ref.entries))
+	}
+}
