@@ -47,4 +47,7 @@ type Result struct {
 	BytesWritten int64
 	// Phase timings, milliseconds.
 	FoldMs, WriteMs, CommitMs int64
+	// Attempts is the number of commit attempts (plans) the batch took;
+	// Conflicts those lost to a concurrent writer (Attempts-1).
+	Attempts, Conflicts int
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"strings"
@@ -423,9 +424,11 @@ func (t *Table) Apply(ctx context.Context, b *Batch, reject func(ctx context.Con
 		return nil, err
 	}
 	var lastErr error
+	back := 5 * time.Millisecond
 	for attempt := 0; attempt < t.opts.MaxCommitAttempts; attempt++ {
 		res, err := t.applyOnce(ctx, b, reject)
 		if err == nil {
+			res.Attempts, res.Conflicts = attempt+1, attempt
 			return res, nil
 		}
 		if !errors.Is(err, delta.ErrConflict) {
@@ -436,9 +439,21 @@ func (t *Table) Apply(ctx context.Context, b *Batch, reject func(ctx context.Con
 		if err := t.reload(ctx); err != nil {
 			return nil, err
 		}
+		// jittered backoff: instances racing for one table must not re-collide in lockstep
+		select {
+		case <-ctx.Done():
+			return nil, errors.Join(lastErr, ctx.Err())
+		case <-time.After(back/2 + rand.N(back)):
+		}
+		back = min(2*back, time.Second)
 	}
-	return nil, quarantine.Transient(fmt.Errorf("table %s: gave up after %d conflicting commits: %w", t.dir, t.opts.MaxCommitAttempts, lastErr))
+	return nil, quarantine.Transient(fmt.Errorf("table %s: %w (%d attempts): %w", t.dir, ErrConflicts, t.opts.MaxCommitAttempts, lastErr))
 }
+
+// ErrConflicts: the batch lost the commit race MaxCommitAttempts times in a
+// row. It is transient: the pipeline, which owns time-based retries, backs
+// off and applies the batch again.
+var ErrConflicts = errors.New("gave up after repeated conflicting commits")
 
 func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Context, int64, []Reject) error) (_ *Result, err error) {
 	res := &Result{}

@@ -342,3 +342,41 @@ func TestOpenCorruptDataFile(t *testing.T) {
 		t.Fatalf("Open on a corrupt data file: err = %v, want an error naming %s", err, filepath.Base(files[0]))
 	}
 }
+
+// A writer that loses the commit race re-plans against the winner's commit
+// and reports it: Attempts 2, Conflicts 1 (cdcsink_commit_conflicts_total,
+// cdcsink_commit_attempts); both writers' rows are in the table.
+func TestTableConflictReplannedAndCounted(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	b := openT(t, dir)
+	if _, err := b.Apply(ctx, batchOf("t", 1, ch(9, 'c', "B0", "1.00", v(1))), noReject(t)); err != nil {
+		t.Fatal(err)
+	}
+	once := false
+	a, err := Open(ctx, dir, Options{Sink: "test", Fault: func(point string) error {
+		if point == "before-commit" && !once {
+			once = true // the other writer commits between our plan and our commit
+			bt := batchOf("t", 2, ch(2, 'c', "B1", "1.00", v(11)))
+			bt.Offsets = map[TP]int64{{"t", 1}: 1}
+			if _, err := b.Apply(ctx, bt, noReject(t)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.Apply(ctx, batchOf("t", 2, ch(1, 'c', "A1", "1.00", v(10))), noReject(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Attempts != 2 || res.Conflicts != 1 || !res.Committed {
+		t.Fatalf("result %+v, want 2 attempts, 1 conflict, committed", res)
+	}
+	rows := deltacheck.ByKey(deltacheck.Decode(t, deltacheck.ReadDeltaRS(t, dir, "").Rows), "pedido_id")
+	if rows["1"]["status"] != "A1" || rows["2"]["status"] != "B1" || rows["9"]["status"] != "B0" {
+		t.Fatalf("rows = %v", rows)
+	}
+}

@@ -26,6 +26,8 @@ type metrics struct {
 	quarantined *prometheus.CounterVec
 	batchDur    prometheus.Histogram
 	commitDur   prometheus.Histogram
+	attempts    prometheus.Histogram
+	conflicts   *prometheus.CounterVec
 	e2e         prometheus.Histogram
 	lag         *prometheus.GaugeVec
 	tableVer    *prometheus.GaugeVec
@@ -54,6 +56,8 @@ func newMetrics(sink string) *metrics {
 	m.quarantined = f.counterVec("cdcsink_quarantined_total", "Records sent to quarantine, by reason class.", "reason")
 	m.batchDur = f.histogram("cdcsink_batch_duration_seconds", "Wall time of one micro-batch.", prometheus.ExponentialBuckets(0.005, 2, 14))
 	m.commitDur = f.histogram("cdcsink_commit_duration_seconds", "Delta commit latency per table commit.", prometheus.ExponentialBuckets(0.001, 2, 14))
+	m.attempts = f.histogram("cdcsink_commit_attempts", "Commit attempts (plans) per table commit: 1 unless a concurrent writer won.", []float64{1, 2, 3, 5, 10})
+	m.conflicts = f.counterVec("cdcsink_commit_conflicts_total", "Commit attempts lost to a concurrent writer (the batch was re-planned), by table.", "table")
 	m.e2e = f.histogram("cdcsink_end_to_end_latency_seconds", "Source commit time to Delta commit, for the newest change of a batch.", prometheus.ExponentialBuckets(0.01, 2, 16))
 	m.lag = f.gaugeVec("cdcsink_consumer_lag", "Records between the consumer position and the high watermark.", "topic", "partition")
 	m.tableVer = f.gaugeVec("cdcsink_table_version", "Delta table version after the last commit.", "table")
@@ -142,7 +146,11 @@ func (m *metrics) BatchDone(r *pipeline.Report) {
 		m.skipped.WithLabelValues("duplicate").Add(float64(res.Duplicate))
 		p.Skipped["stale"] += res.Stale
 		p.Skipped["duplicate"] += res.Duplicate
+		if res.Conflicts > 0 {
+			m.conflicts.WithLabelValues(tr.Table).Add(float64(res.Conflicts))
+		}
 		if res.Committed {
+			m.attempts.Observe(float64(max(res.Attempts, 1)))
 			m.commitDur.Observe(float64(res.CommitMs) / 1000)
 			m.tableVer.WithLabelValues(tr.Table).Set(float64(res.Version))
 		}
