@@ -1,10 +1,13 @@
 package delta
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cdcsink/cdc-sink/delta/schema"
 )
 
 // Reader features we implement. The log layer handles them fully; data
@@ -15,6 +18,10 @@ var supportedReaderFeatures = map[string]bool{
 	"columnMapping":       true,
 	"v2Checkpoint":        true, // read only: UUID-named checkpoints and sidecars
 	"vacuumProtocolCheck": true,
+	// Old data files keep their narrow Parquet types; parquetio widens them
+	// to the table type on read (checkTypeChanges refuses unknown changes).
+	"typeWidening":         true,
+	"typeWidening-preview": true, // Delta 3.2's name; same read/write contract
 }
 
 // Writer features our commits keep valid. Anything else makes writes refuse.
@@ -24,6 +31,11 @@ var supportedWriterFeatures = map[string]bool{
 	"appendOnly":      true,
 	"invariants":      true,
 	"timestampNtz":    true,
+	// Writers only have to record delta.typeChanges for the changes they
+	// apply (schema.EvolveWithOptions does) and keep it on later schema
+	// updates (Evolve clones field metadata).
+	"typeWidening":         true,
+	"typeWidening-preview": true,
 }
 
 // MaxReaderVersion / MaxWriterVersion are the protocol versions we speak.
@@ -46,7 +58,75 @@ func checkReadSupported(p *Protocol, m *Metadata) error {
 	if mode := m.Configuration["delta.columnMapping.mode"]; mode != "" && mode != "none" && mode != "name" && mode != "id" {
 		return &UnsupportedFeatureError{Feature: "columnMapping mode " + mode, Reader: true}
 	}
+	if p.HasFeature("typeWidening") || p.HasFeature("typeWidening-preview") || strings.Contains(m.SchemaString, "delta.typeChanges") {
+		if err := checkTypeChanges(m.SchemaString); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// checkTypeChanges makes sure we can read every type change recorded in the
+// schema: the protocol requires readers to fail on type changes they do not
+// support instead of misreading old files.
+func checkTypeChanges(schemaString string) error {
+	sch, err := schema.Parse(schemaString)
+	if err != nil {
+		return nil // the snapshot reports the schema error itself
+	}
+	var walk func(path string, st *schema.StructType) error
+	walk = func(path string, st *schema.StructType) error {
+		for _, f := range st.Fields {
+			p := f.Name
+			if path != "" {
+				p = path + "." + f.Name
+			}
+			changes, err := schema.TypeChanges(f)
+			if err != nil {
+				return &UnsupportedFeatureError{Feature: fmt.Sprintf("typeWidening: unreadable delta.typeChanges of %q: %v", p, err), Reader: true}
+			}
+			for _, c := range changes {
+				from, err1 := parseTypeName(c["fromType"])
+				to, err2 := parseTypeName(c["toType"])
+				if err1 != nil || err2 != nil || !schema.CanWiden(from, to) {
+					return &UnsupportedFeatureError{Feature: fmt.Sprintf("typeWidening: type change %v -> %v of %q", c["fromType"], c["toType"], p), Reader: true}
+				}
+			}
+			if err := walkNested(p, f.Type, walk); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk("", sch)
+}
+
+// walkNested calls fn for every struct inside t (also through arrays and maps).
+func walkNested(path string, t schema.DataType, fn func(string, *schema.StructType) error) error {
+	switch t := t.(type) {
+	case *schema.StructType:
+		return fn(path, t)
+	case *schema.ArrayType:
+		return walkNested(path+".element", t.ElementType, fn)
+	case *schema.MapType:
+		if err := walkNested(path+".key", t.KeyType, fn); err != nil {
+			return err
+		}
+		return walkNested(path+".value", t.ValueType, fn)
+	}
+	return nil
+}
+
+func parseTypeName(v any) (schema.DataType, error) {
+	s, ok := v.(string)
+	if !ok {
+		return nil, fmt.Errorf("type name %v is not a string", v)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	return schema.ParseType(b)
 }
 
 // checkWriteSupported refuses writes to tables whose writer protocol asks
