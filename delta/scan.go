@@ -86,6 +86,7 @@ func (s *Snapshot) Scan(ctx context.Context, opts ScanOptions) iter.Seq2[arrow.R
 		}
 		for rec, err := range parquetio.ScanFiles(ctx, open, files, sch, parquetio.ScanOptions{
 			Columns: opts.Columns, Filter: opts.Filter, WithRowIndex: opts.WithRowIndex, WithFilePath: opts.WithFilePath, BatchSize: opts.BatchSize,
+			ColumnMappingMode: s.ColumnMappingMode(),
 		}) {
 			if !yield(rec, err) {
 				return

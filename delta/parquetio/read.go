@@ -53,6 +53,11 @@ type ReadOptions struct {
 	Allocator memory.Allocator
 	// Name identifies the file in errors (e.g. its path).
 	Name string
+	// ColumnMappingMode is the table's delta.columnMapping.mode. Fields are
+	// always found by delta.columnMapping.physicalName when they have one;
+	// in mode "id" they are found by Parquet field id first when the file
+	// has field ids (as the protocol requires).
+	ColumnMappingMode string
 }
 
 // RecordReader yields the records of one file. Next returns io.EOF at the
@@ -70,15 +75,17 @@ type RecordReader struct {
 	deleted *roaring64.Bitmap
 	cols    []colSource
 	rowIdx  bool
+	cmMode  string
 	done    bool
 	err     error
 }
 
 type colSource struct {
 	field    arrow.Field
-	fileName string        // file column name ("" = not in file)
-	constant scalar.Scalar // partition value (or null when missing)
-	i96      *int96Col     // top-level INT96 column read directly
+	dtype    schema.DataType // Delta type of field
+	fileName string          // file column name ("" = not in file)
+	constant scalar.Scalar   // partition value (or null when missing)
+	i96      *int96Col       // top-level INT96 column read directly
 }
 
 // PanicError is returned when arrow-go panics on a corrupt file.
@@ -192,7 +199,7 @@ func ReadFile(ctx context.Context, r parquet.ReaderAtSeeker, size int64, readSch
 	if size > 0 {
 		_ = size // the footer reader seeks to the end itself
 	}
-	rd = &RecordReader{ctx: ctx, name: name, mem: mem, outSch: outSch, pf: pf, total: pf.NumRows(), batch: batch, deleted: opts.Deleted, rowIdx: opts.WithRowIndex}
+	rd = &RecordReader{ctx: ctx, name: name, mem: mem, outSch: outSch, pf: pf, total: pf.NumRows(), batch: batch, deleted: opts.Deleted, rowIdx: opts.WithRowIndex, cmMode: opts.ColumnMappingMode}
 	defer func() {
 		if err != nil {
 			rd.Close()
@@ -209,14 +216,14 @@ func ReadFile(ctx context.Context, r parquet.ReaderAtSeeker, size int64, readSch
 	}
 	var topIdx []int
 	for i, f := range fields {
-		cs := colSource{field: outSch.Field(i)}
+		cs := colSource{field: outSch.Field(i), dtype: f.Type}
 		if v, ok := lookupPartition(opts.PartitionValues, f.Name); ok {
 			sc, err := ParsePartitionValue(v, f.Type)
 			if err != nil {
 				return nil, fmt.Errorf("parquetio: %s: partition column %q: %w", name, f.Name, err)
 			}
 			cs.constant = sc
-		} else if idx := fieldIndexFold(fileSch, physicalName(f)); idx >= 0 {
+		} else if idx := matchFileField(fileSch.Fields(), f, opts.ColumnMappingMode); idx >= 0 {
 			cs.fileName = fileSch.Field(idx).Name
 			if sf := &fr.Manifest.Fields[idx]; sf.IsLeaf() && pf.MetaData().Schema.Column(sf.ColIndex).PhysicalType() == parquet.Types.Int96 {
 				descr := pf.MetaData().Schema.Column(sf.ColIndex)
@@ -345,7 +352,7 @@ func (rd *RecordReader) next() (rec arrow.RecordBatch, err error) {
 		if err := validateArray(src.Column(idx[0])); err != nil {
 			return nil, fmt.Errorf("parquetio: %s: corrupt column %q: %w", rd.name, cs.field.Name, err)
 		}
-		a, err := conform(rd.ctx, rd.mem, src.Column(idx[0]), cs.field.Type)
+		a, err := conformTo(rd.ctx, rd.mem, src.Column(idx[0]), cs.field.Type, cs.dtype, rd.cmMode)
 		if err != nil {
 			return nil, fmt.Errorf("parquetio: %s: column %q: %w", rd.name, cs.field.Name, err)
 		}

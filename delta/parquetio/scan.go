@@ -36,6 +36,8 @@ type ScanOptions struct {
 	WithFilePath bool      // add "_file_path" (string, File.Path)
 	BatchSize    int64
 	Allocator    memory.Allocator
+	// ColumnMappingMode is the table's delta.columnMapping.mode (see ReadOptions).
+	ColumnMappingMode string
 }
 
 // ScanSchema is the schema of the records ScanFiles yields.
@@ -94,6 +96,7 @@ func scanOne(ctx context.Context, open OpenFunc, f File, readSchema *schema.Stru
 	rd, err := ReadFile(ctx, r, size, readSchema, ReadOptions{
 		Columns: opts.Columns, PartitionValues: f.PartitionValues, Deleted: f.DV,
 		WithRowIndex: opts.WithRowIndex, BatchSize: opts.BatchSize, Allocator: mem, Name: f.Path,
+		ColumnMappingMode: opts.ColumnMappingMode,
 	})
 	if err != nil {
 		yield(nil, err)
