@@ -251,4 +251,3 @@ func TestGoldenFullRows(t *testing.T) {
 		})
 	}
 }
-

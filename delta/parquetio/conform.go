@@ -83,7 +83,10 @@ func conformTo(ctx context.Context, mem memory.Allocator, arr arrow.Array, want 
 			idx := -1
 			if dfields != nil {
 				df, ct = dfields[i], dfields[i].Type
-				idx = matchFileField(sht.Fields(), df, cmMode)
+				var err error
+				if idx, err = matchFileField(sht.Fields(), df, cmMode); err != nil {
+					return nil, err
+				}
 			} else {
 				idx = structFieldFold(sht, f.Name)
 			}
@@ -168,10 +171,16 @@ func conformTo(ctx context.Context, mem memory.Allocator, arr arrow.Array, want 
 	case *arrow.Decimal128Type:
 		switch ht := have.(type) {
 		case *arrow.Decimal128Type:
-			// Not compute's cast: it panics (on another goroutine) on corrupt values.
-			return rescaleDecimals(mem, arr.(*array.Decimal128), ht, wt)
+			// Only types whose every value fits (type widening: scale and
+			// integer digits do not shrink), so a read never depends on the data.
+			if wt.Scale >= ht.Scale && wt.Precision-wt.Scale >= ht.Precision-ht.Scale {
+				// Not compute's cast: it panics (on another goroutine) on corrupt values.
+				return rescaleDecimals(mem, arr.(*array.Decimal128), ht, wt)
+			}
 		case *arrow.Int8Type, *arrow.Int16Type, *arrow.Int32Type, *arrow.Int64Type:
-			return intsToDecimals(mem, arr, wt)
+			if digits := map[int]int32{8: 3, 16: 5, 32: 10, 64: 20}[intWidth(ht)]; wt.Precision-wt.Scale >= digits {
+				return intsToDecimals(mem, arr, wt)
+			}
 		}
 		return nil, mismatch(have, want)
 	case *arrow.TimestampType:
@@ -225,55 +234,79 @@ func (e *typeMismatchError) Error() string {
 
 func mismatch(have, want arrow.DataType) error { return &typeMismatchError{have, want} }
 
-// numericCastOK allows compute's (safe, overflow-checked) cast only between
-// numeric and boolean types of the same kind: the data-file type has to be
-// the table type or a narrower one, never a string parsed into a number.
+// numericCastOK allows compute's cast only where every value of the file's
+// type is exactly a value of the table type: integer upcasts (a Parquet
+// UINT_8/16/32 counts as the next wider signed type), float->double and
+// byte/short/int->double. Narrowing (a file that does not belong to this
+// table version) and parsing strings into numbers are mismatches.
 func numericCastOK(have, want arrow.DataType) bool {
-	switch {
-	case arrow.IsInteger(want.ID()):
-		return arrow.IsInteger(have.ID())
-	case arrow.IsFloating(want.ID()):
-		return arrow.IsFloating(have.ID()) || arrow.IsInteger(have.ID())
-	case want.ID() == arrow.DATE32:
+	hw, wantW := intWidth(have), intWidth(want)
+	switch want.ID() {
+	case arrow.INT8, arrow.INT16, arrow.INT32, arrow.INT64:
+		return hw > 0 && hw <= wantW
+	case arrow.FLOAT64:
+		return have.ID() == arrow.FLOAT32 || (hw > 0 && hw <= 32)
+	case arrow.DATE32:
 		return have.ID() == arrow.DATE64
 	}
 	return false
 }
 
-// matchFileField finds the file's field for table field df: by field id in
-// column-mapping mode "id" when the file has field ids, else by physical name
-// (column-mapped tables), else by logical name.
-func matchFileField(fields []arrow.Field, df *schema.StructField, cmMode string) int {
+// intWidth is the signed width an integer type needs (0 for non-integers).
+func intWidth(t arrow.DataType) int {
+	switch t.ID() {
+	case arrow.INT8:
+		return 8
+	case arrow.INT16, arrow.UINT8:
+		return 16
+	case arrow.INT32, arrow.UINT16:
+		return 32
+	case arrow.INT64, arrow.UINT32:
+		return 64
+	}
+	return 0
+}
+
+// matchFileField finds the file's field for table field df (-1 when the
+// file does not have it). Column mapping mode "id" resolves by Parquet field
+// id; the protocol lets readers refuse a file without field ids or read it as
+// nulls, and we refuse: silent nulls would look like data. Other modes
+// resolve by physical name (delta.columnMapping.physicalName, which
+// column-mapped tables have), else by logical name.
+func matchFileField(fields []arrow.Field, df *schema.StructField, cmMode string) (int, error) {
 	if cmMode == "id" {
-		if id, ok := columnMappingID(df); ok {
-			hasIDs := false
-			for i, f := range fields {
-				fid, ok := parquetFieldID(f)
-				if !ok {
-					continue
-				}
-				hasIDs = true
-				if fid == id {
-					return i
-				}
+		id, ok := columnMappingID(df)
+		if !ok {
+			return -1, fmt.Errorf("column mapping mode id: field %q has no delta.columnMapping.id", df.Name)
+		}
+		hasIDs := false
+		for i, f := range fields {
+			fid, ok := parquetFieldID(f)
+			if !ok {
+				continue
 			}
-			if hasIDs {
-				return -1
+			hasIDs = true
+			if fid == id {
+				return i, nil
 			}
 		}
+		if !hasIDs && len(fields) > 0 {
+			return -1, fmt.Errorf("column mapping mode id: data file has no Parquet field ids for %q (id %d)", df.Name, id)
+		}
+		return -1, nil
 	}
 	name := physicalName(df)
 	for i, f := range fields {
 		if f.Name == name {
-			return i
+			return i, nil
 		}
 	}
 	for i, f := range fields {
 		if strings.EqualFold(f.Name, name) {
-			return i
+			return i, nil
 		}
 	}
-	return -1
+	return -1, nil
 }
 
 // columnMappingID is the field's delta.columnMapping.id.

@@ -217,13 +217,20 @@ func ReadFile(ctx context.Context, r parquet.ReaderAtSeeker, size int64, readSch
 	var topIdx []int
 	for i, f := range fields {
 		cs := colSource{field: outSch.Field(i), dtype: f.Type}
-		if v, ok := lookupPartition(opts.PartitionValues, f.Name); ok {
+		v, isPart := lookupPartition(opts.PartitionValues, f.Name)
+		idx := -1
+		if !isPart {
+			if idx, err = matchFileField(fileSch.Fields(), f, opts.ColumnMappingMode); err != nil {
+				return nil, fmt.Errorf("parquetio: %s: %w", name, err)
+			}
+		}
+		if isPart {
 			sc, err := ParsePartitionValue(v, f.Type)
 			if err != nil {
 				return nil, fmt.Errorf("parquetio: %s: partition column %q: %w", name, f.Name, err)
 			}
 			cs.constant = sc
-		} else if idx := matchFileField(fileSch.Fields(), f, opts.ColumnMappingMode); idx >= 0 {
+		} else if idx >= 0 {
 			cs.fileName = fileSch.Field(idx).Name
 			if sf := &fr.Manifest.Fields[idx]; sf.IsLeaf() && pf.MetaData().Schema.Column(sf.ColIndex).PhysicalType() == parquet.Types.Int96 {
 				descr := pf.MetaData().Schema.Column(sf.ColIndex)
