@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/cdcsink/cdc-sink/delta/schema"
 )
 
 // Predicate prunes files by their add.stats and partitionValues. It is
@@ -500,4 +502,100 @@ func joinPreds(ps []Predicate, sep string) string {
 		parts[i] = "(" + p.String() + ")"
 	}
 	return strings.Join(parts, sep)
+}
+
+// ---------------------------------------------------------------- widened columns
+
+// StatsSafeFilter returns p adjusted for readSchema's type-widened columns:
+// min/max of columns whose delta.typeChanges include float -> double are
+// ignored. Files written before such a change carry float stats in the
+// shortest float32 text ("3.4"), which is not a bound of the same value read
+// as a double (3.4000000953674316), so they could prune a matching file. The
+// other widenings (integers, decimals, integer -> double or decimal, date ->
+// timestamp_ntz, compared by day) keep old stats exact bounds. p is returned
+// unchanged when nothing needs ignoring.
+func StatsSafeFilter(p Predicate, readSchema *schema.StructType) Predicate {
+	if p == nil || readSchema == nil {
+		return p
+	}
+	if _, ok := p.(*ignoreStats); ok {
+		return p
+	}
+	var cols []string
+	var walk func(prefix string, st *schema.StructType)
+	walk = func(prefix string, st *schema.StructType) {
+		for _, f := range st.Fields {
+			path := f.Name
+			if prefix != "" {
+				path = prefix + "." + f.Name
+			}
+			changes, _ := schema.TypeChanges(f)
+			for _, c := range changes {
+				if c["fromType"] == "float" && c["fieldPath"] == nil {
+					cols = append(cols, path)
+					break
+				}
+			}
+			if sub, ok := f.Type.(*schema.StructType); ok {
+				walk(path, sub)
+			}
+		}
+	}
+	walk("", readSchema)
+	if len(cols) == 0 {
+		return p
+	}
+	return &ignoreStats{p: p, cols: cols}
+}
+
+// ignoreStats evaluates p with the min/max of cols removed.
+type ignoreStats struct {
+	p    Predicate
+	cols []string
+}
+
+func (f *ignoreStats) MayMatch(stats string, pv map[string]*string) bool {
+	return f.eval(parseStats(stats), pv)
+}
+
+func (f *ignoreStats) eval(s *fileStats, pv map[string]*string) bool {
+	for _, c := range f.cols {
+		dropPath(s.min, c)
+		dropPath(s.max, c)
+	}
+	return f.p.eval(s, pv)
+}
+
+func (f *ignoreStats) String() string {
+	return f.p.String() + " (ignoring min/max of " + strings.Join(f.cols, ", ") + ")"
+}
+
+// dropPath deletes the dotted path col from nested stats maps (names match
+// case-insensitively, like lookupPath).
+func dropPath(m map[string]any, col string) {
+	parts := strings.Split(col, ".")
+	for i, p := range parts {
+		if m == nil {
+			return
+		}
+		key, found := p, false
+		if _, ok := m[p]; ok {
+			found = true
+		} else {
+			for k := range m {
+				if strings.EqualFold(k, p) {
+					key, found = k, true
+					break
+				}
+			}
+		}
+		if !found {
+			return
+		}
+		if i == len(parts)-1 {
+			delete(m, key)
+			return
+		}
+		m, _ = m[key].(map[string]any)
+	}
 }

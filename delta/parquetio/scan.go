@@ -69,6 +69,7 @@ func ScanFiles(ctx context.Context, open OpenFunc, files []File, readSchema *sch
 		if mem == nil {
 			mem = memory.DefaultAllocator
 		}
+		opts.Filter = StatsSafeFilter(opts.Filter, readSchema)
 		for _, f := range files {
 			if err := ctx.Err(); err != nil {
 				yield(nil, err)
