@@ -200,9 +200,11 @@ func ReadFile(ctx context.Context, r parquet.ReaderAtSeeker, size int64, readSch
 		_ = size // the footer reader seeks to the end itself
 	}
 	rd = &RecordReader{ctx: ctx, name: name, mem: mem, outSch: outSch, pf: pf, total: pf.NumRows(), batch: batch, deleted: opts.Deleted, rowIdx: opts.WithRowIndex, cmMode: opts.ColumnMappingMode}
+	// Close through a copy: error returns below set the named result to nil.
+	opened := rd
 	defer func() {
 		if err != nil {
-			rd.Close()
+			opened.Close()
 			rd = nil
 		}
 	}()
