@@ -244,6 +244,11 @@ func (tx *Transaction) validate() error {
 		if err := st.Validate(); err != nil {
 			return fmt.Errorf("new metaData: %w", err)
 		}
+		if old, err := tx.read.Schema(); err == nil {
+			if err := checkTypeChangesAllowed(old, st, &p, &m); err != nil {
+				return fmt.Errorf("new metaData: %w", err)
+			}
+		}
 	}
 	if len(tx.domains) > 0 && !p.HasFeature("domainMetadata") {
 		return &UnsupportedFeatureError{Feature: "domainMetadata (not enabled in table protocol: add writer feature domainMetadata, writer version 7)"}

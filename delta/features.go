@@ -36,6 +36,11 @@ var supportedWriterFeatures = map[string]bool{
 	// updates (Evolve clones field metadata).
 	"typeWidening":         true,
 	"typeWidening-preview": true,
+	// Mode "name" only (checkColumnMappingWrite): data files are written by
+	// physical name with field ids and stats/partition values keyed by
+	// physical name; schema.AssignColumnMapping gives new columns ids and
+	// physical names and tracks delta.columnMapping.maxColumnId.
+	"columnMapping": true,
 }
 
 // MaxReaderVersion / MaxWriterVersion are the protocol versions we speak.
@@ -152,10 +157,13 @@ func checkWriteSupported(p *Protocol, m *Metadata) error {
 	}
 	if p.MinReaderVersion == MaxReaderVersion {
 		for _, f := range p.ReaderFeatures {
-			if f == "columnMapping" || f == "v2Checkpoint" {
+			if f == "v2Checkpoint" {
 				return &UnsupportedFeatureError{Feature: f}
 			}
 		}
+	}
+	if err := checkColumnMappingWrite(m); err != nil {
+		return err
 	}
 	// invariants: we cannot evaluate SQL expressions, so refuse if any exist.
 	if strings.Contains(m.SchemaString, "delta.invariants") {
@@ -236,4 +244,134 @@ func ParseInterval(s string) (time.Duration, error) {
 		total += time.Duration(n * float64(unit))
 	}
 	return total, nil
+}
+
+// checkColumnMappingWrite allows writes to column-mapped tables in mode
+// "name" only, and only with a schema that follows the protocol: every field
+// (nested ones too) has a unique delta.columnMapping.id and physical name,
+// delta.columnMapping.maxColumnId is at least the largest id. Mode "id"
+// would write the same files, but we have not verified it against other
+// readers, so it stays read-only.
+func checkColumnMappingWrite(m *Metadata) error {
+	mode := m.Configuration["delta.columnMapping.mode"]
+	switch mode {
+	case "", "none":
+		return nil
+	case "name":
+	default:
+		return &UnsupportedFeatureError{Feature: "columnMapping mode " + mode + " (writes support mode name only)"}
+	}
+	sch, err := schema.Parse(m.SchemaString)
+	if err != nil {
+		return nil // reported by the schema checks
+	}
+	maxID, err := strconv.ParseInt(m.Configuration[schema.MaxColumnIDProperty], 10, 64)
+	if err != nil {
+		return &UnsupportedFeatureError{Feature: "columnMapping: table property " + schema.MaxColumnIDProperty + " missing or not a number"}
+	}
+	ids := map[int64]string{}
+	var walk func(path string, st *schema.StructType) error
+	walk = func(path string, st *schema.StructType) error {
+		// Physical names must differ among siblings; tables upgraded to
+		// column mapping keep their old names as physical names, so the
+		// same name can appear in different structs.
+		names := map[string]string{}
+		for _, f := range st.Fields {
+			p := f.Name
+			if path != "" {
+				p = path + "." + f.Name
+			}
+			idv, _ := f.Metadata[schema.ColumnMappingIDKey].(json.Number)
+			id, err := idv.Int64()
+			pn, _ := f.Metadata[schema.ColumnMappingPhysicalNameKey].(string)
+			switch {
+			case err != nil || pn == "":
+				return &UnsupportedFeatureError{Feature: fmt.Sprintf("columnMapping: field %q has no column id / physical name (schema.AssignColumnMapping)", p)}
+			case id > maxID:
+				return &UnsupportedFeatureError{Feature: fmt.Sprintf("columnMapping: field %q has id %d > %s %d", p, id, schema.MaxColumnIDProperty, maxID)}
+			case ids[id] != "":
+				return &UnsupportedFeatureError{Feature: fmt.Sprintf("columnMapping: fields %q and %q share id %d", ids[id], p, id)}
+			case names[pn] != "":
+				return &UnsupportedFeatureError{Feature: fmt.Sprintf("columnMapping: fields %q and %q share physical name %q", names[pn], p, pn)}
+			}
+			ids[id], names[pn] = p, p
+			if err := walkNested(p, f.Type, walk); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk("", sch)
+}
+
+// checkTypeChangesAllowed enforces the writer side of type widening when a
+// commit changes the schema: a column (or nested field, array element, map
+// key/value) may only change type by a supported widening, on a table that
+// supports typeWidening and has delta.enableTypeWidening=true, and the
+// change must be recorded in delta.typeChanges (schema.EvolveWithOptions
+// does all of that but the table settings).
+func checkTypeChangesAllowed(old, updated *schema.StructType, p *Protocol, m *Metadata) error {
+	var changed []string
+	var cmp func(path string, o, n schema.DataType) error
+	cmp = func(path string, o, n schema.DataType) error {
+		switch ot := o.(type) {
+		case *schema.StructType:
+			nt, ok := n.(*schema.StructType)
+			if !ok {
+				return nil // not a type change we judge (the schema replaces the column)
+			}
+			for _, of := range ot.Fields {
+				nf, _ := nt.Field(of.Name)
+				if nf == nil {
+					continue
+				}
+				if err := cmp(join(path, of.Name), of.Type, nf.Type); err != nil {
+					return err
+				}
+			}
+		case *schema.ArrayType:
+			if nt, ok := n.(*schema.ArrayType); ok {
+				return cmp(path+".element", ot.ElementType, nt.ElementType)
+			}
+		case *schema.MapType:
+			if nt, ok := n.(*schema.MapType); ok {
+				if err := cmp(path+".key", ot.KeyType, nt.KeyType); err != nil {
+					return err
+				}
+				return cmp(path+".value", ot.ValueType, nt.ValueType)
+			}
+		default:
+			if schema.Equal(o, n) {
+				return nil
+			}
+			if !schema.CanWiden(o, n) {
+				return fmt.Errorf("column %q: type change %s -> %s is not a supported widening", path, o.TypeName(), n.TypeName())
+			}
+			changed = append(changed, fmt.Sprintf("%s (%s -> %s)", path, o.TypeName(), n.TypeName()))
+		}
+		return nil
+	}
+	if err := cmp("", old, updated); err != nil {
+		return err
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	if !p.HasFeature("typeWidening") && !p.HasFeature("typeWidening-preview") {
+		return &UnsupportedFeatureError{Feature: "typeWidening (widening " + strings.Join(changed, ", ") + " needs the typeWidening reader+writer feature)"}
+	}
+	if m.Configuration["delta.enableTypeWidening"] != "true" {
+		return fmt.Errorf("widening %s: table property delta.enableTypeWidening is not true", strings.Join(changed, ", "))
+	}
+	if !strings.Contains(m.SchemaString, "delta.typeChanges") {
+		return fmt.Errorf("widening %s: not recorded in delta.typeChanges", strings.Join(changed, ", "))
+	}
+	return nil
+}
+
+func join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
 }

@@ -3,10 +3,12 @@ package delta
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/cdcsink/cdc-sink/delta/parquetio"
+	"github.com/cdcsink/cdc-sink/delta/schema"
 )
 
 // Data skipping on a widened table: stats of files written before the change
@@ -49,6 +51,47 @@ func TestTypeWideningDataSkipping(t *testing.T) {
 	for _, c := range cases {
 		if got := count(c.p); got != c.rows {
 			t.Errorf("%s: %d rows scanned, want %d", c.p, got, c.rows)
+		}
+	}
+}
+
+// The writer side of type widening: a commit may widen a column only on a
+// table with the feature and delta.enableTypeWidening=true, with the change
+// recorded in delta.typeChanges, and never narrow one.
+func TestTypeWideningCommitChecks(t *testing.T) {
+	ctx := context.Background()
+	narrow := schema.NewStruct(schema.NewField("v", schema.Integer, true))
+	wideIn := schema.NewStruct(schema.NewField("v", schema.Long, true))
+	evolved, err := schema.EvolveWithOptions(narrow, wideIn, schema.EvolveOptions{AllowTypeWidening: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	twProto := Protocol{MinReaderVersion: 3, MinWriterVersion: 7, ReaderFeatures: []string{"typeWidening"}, WriterFeatures: []string{"typeWidening"}}
+	on := map[string]string{"delta.enableTypeWidening": "true"}
+	cases := []struct {
+		name  string
+		proto Protocol
+		conf  map[string]string
+		to    *schema.StructType
+		want  string // "" = commit succeeds
+	}{
+		{"widened", twProto, on, evolved, ""},
+		{"no feature", Protocol{MinReaderVersion: 1, MinWriterVersion: 2}, on, evolved, "typeWidening"},
+		{"property off", twProto, nil, evolved, "delta.enableTypeWidening"},
+		{"not recorded", twProto, on, wideIn, "delta.typeChanges"},
+		{"narrowing", twProto, on, schema.NewStruct(schema.NewField("v", schema.Short, true)), "not a supported widening"},
+	}
+	for _, c := range cases {
+		tb, err := Create(ctx, NewLocalStorage(t.TempDir()), "", Metadata{SchemaString: narrow.String(), Configuration: c.conf}, c.proto)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := snap(t, tb)
+		m := s.Metadata()
+		m.SchemaString = c.to.String()
+		_, err = s.Begin().SetMetadata(m).Commit(ctx, "WRITE", nil)
+		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: %v", c.name, err)
 		}
 	}
 }
