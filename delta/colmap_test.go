@@ -15,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/file"
 	pqschema "github.com/apache/arrow-go/v18/parquet/schema"
 
+	"github.com/cdcsink/cdc-sink/delta/parquetio"
 	"github.com/cdcsink/cdc-sink/delta/schema"
 	"github.com/cdcsink/cdc-sink/internal/deltacheck"
 )
@@ -166,6 +167,29 @@ func TestColumnMappingNameWrite(t *testing.T) {
 	}
 	pf.Close()
 	n1 := compareCM(t, dir, s, "after first write")
+	// Data skipping resolves the logical names of the filter to the
+	// physical names of the stats.
+	for _, c := range []struct {
+		p    parquetio.Predicate
+		rows int
+	}{
+		{parquetio.Eq("id", 1), 2}, {parquetio.Eq("id", 99), 0},
+		{parquetio.Eq("s.a", 10), 2}, {parquetio.Eq("s.a", 11), 0},
+		{parquetio.Eq("name", "one"), 2}, {parquetio.Eq("name", "zzz"), 0},
+		{parquetio.Eq("part", "p1"), 2}, {parquetio.Eq("part", "p2"), 0},
+	} {
+		n := 0
+		for rec, err := range s.Scan(ctx, ScanOptions{Filter: c.p}) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += int(rec.NumRows())
+			rec.Release()
+		}
+		if n != c.rows {
+			t.Errorf("filter %s: %d rows, want %d", c.p, n, c.rows)
+		}
+	}
 
 	// Drop a top-level and a nested column: metadata only, old files keep them.
 	sch, _ := s.Schema()

@@ -506,24 +506,30 @@ func joinPreds(ps []Predicate, sep string) string {
 
 // ---------------------------------------------------------------- widened columns
 
-// StatsSafeFilter returns p adjusted for readSchema's type-widened columns:
-// min/max of columns whose delta.typeChanges include float -> double are
-// ignored. Files written before such a change carry float stats in the
-// shortest float32 text ("3.4"), which is not a bound of the same value read
-// as a double (3.4000000953674316), so they could prune a matching file. The
-// other widenings (integers, decimals, integer -> double or decimal, date ->
-// timestamp_ntz, compared by day) keep old stats exact bounds. p is returned
-// unchanged when nothing needs ignoring.
+// StatsSafeFilter returns p adjusted to how readSchema's stats are stored:
+//
+//   - Column-mapped tables key stats by physical name: they are renamed to
+//     the logical names p uses (without this no file would be pruned).
+//   - Min/max of columns whose delta.typeChanges include float -> double are
+//     ignored. Files written before such a change carry float stats in the
+//     shortest float32 text ("3.4"), which is not a bound of the same value
+//     read as a double (3.4000000953674316), so they could prune a matching
+//     file. The other widenings (integers, decimals, integer -> double or
+//     decimal, date -> timestamp_ntz, compared by day) keep old stats exact
+//     bounds.
+//
+// p is returned unchanged when nothing needs adjusting.
 func StatsSafeFilter(p Predicate, readSchema *schema.StructType) Predicate {
 	if p == nil || readSchema == nil {
 		return p
 	}
-	if _, ok := p.(*ignoreStats); ok {
+	if _, ok := p.(*statsAdjust); ok {
 		return p
 	}
 	var cols []string
-	var walk func(prefix string, st *schema.StructType)
-	walk = func(prefix string, st *schema.StructType) {
+	var walk func(prefix string, st *schema.StructType) *renames
+	walk = func(prefix string, st *schema.StructType) *renames {
+		var rn *renames
 		for _, f := range st.Fields {
 			path := f.Name
 			if prefix != "" {
@@ -536,38 +542,85 @@ func StatsSafeFilter(p Predicate, readSchema *schema.StructType) Predicate {
 					break
 				}
 			}
-			if sub, ok := f.Type.(*schema.StructType); ok {
-				walk(path, sub)
+			var sub *renames
+			if st, ok := f.Type.(*schema.StructType); ok {
+				sub = walk(path, st)
+			}
+			if pn := physicalName(f); pn != f.Name || sub != nil {
+				if rn == nil {
+					rn = &renames{}
+				}
+				rn.add(pn, f.Name, sub)
 			}
 		}
+		return rn
 	}
-	walk("", readSchema)
-	if len(cols) == 0 {
+	rn := walk("", readSchema)
+	if len(cols) == 0 && rn == nil {
 		return p
 	}
-	return &ignoreStats{p: p, cols: cols}
+	return &statsAdjust{p: p, ignore: cols, rename: rn}
 }
 
-// ignoreStats evaluates p with the min/max of cols removed.
-type ignoreStats struct {
-	p    Predicate
-	cols []string
+// renames maps the physical names of one struct level to logical names.
+type renames struct {
+	logical map[string]string
+	sub     map[string]*renames
 }
 
-func (f *ignoreStats) MayMatch(stats string, pv map[string]*string) bool {
+func (r *renames) add(phys, logical string, sub *renames) {
+	if r.logical == nil {
+		r.logical, r.sub = map[string]string{}, map[string]*renames{}
+	}
+	r.logical[phys], r.sub[phys] = logical, sub
+}
+
+// apply returns m with physical keys renamed (a new map; m is not changed).
+func (r *renames) apply(m map[string]any) map[string]any {
+	if r == nil || m == nil {
+		return m
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		name, sub := k, (*renames)(nil)
+		if l, ok := r.logical[k]; ok {
+			name, sub = l, r.sub[k]
+		}
+		if mm, ok := v.(map[string]any); ok && sub != nil {
+			v = sub.apply(mm)
+		}
+		out[name] = v
+	}
+	return out
+}
+
+// statsAdjust evaluates p with stats renamed and the min/max of ignore removed.
+type statsAdjust struct {
+	p      Predicate
+	ignore []string
+	rename *renames
+}
+
+func (f *statsAdjust) MayMatch(stats string, pv map[string]*string) bool {
 	return f.eval(parseStats(stats), pv)
 }
 
-func (f *ignoreStats) eval(s *fileStats, pv map[string]*string) bool {
-	for _, c := range f.cols {
+func (f *statsAdjust) eval(s *fileStats, pv map[string]*string) bool {
+	if f.rename != nil {
+		s.min, s.max, s.nulls = f.rename.apply(s.min), f.rename.apply(s.max), f.rename.apply(s.nulls)
+	}
+	for _, c := range f.ignore {
 		dropPath(s.min, c)
 		dropPath(s.max, c)
 	}
 	return f.p.eval(s, pv)
 }
 
-func (f *ignoreStats) String() string {
-	return f.p.String() + " (ignoring min/max of " + strings.Join(f.cols, ", ") + ")"
+func (f *statsAdjust) String() string {
+	if len(f.ignore) == 0 {
+		return f.p.String()
+	}
+	return f.p.String() + " (ignoring min/max of " + strings.Join(f.ignore, ", ") + ")"
 }
 
 // dropPath deletes the dotted path col from nested stats maps (names match

@@ -30,8 +30,7 @@ func AssignColumnMapping(s *StructType, maxColumnID int64) (*StructType, int64, 
 	next := maxColumnID
 	// Ids already in the schema count too, so ids never repeat even when the
 	// property lags behind.
-	var scan func(t DataType) error
-	scan = func(t DataType) error {
+	scan := func(t DataType) error {
 		return eachField(t, func(f *StructField) error {
 			if v, ok := f.Metadata[ColumnMappingIDKey]; ok {
 				id, err := metaInt(v)
