@@ -2,6 +2,7 @@ package delta
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -92,6 +93,72 @@ func TestTypeWideningCommitChecks(t *testing.T) {
 		_, err = s.Begin().SetMetadata(m).Commit(ctx, "WRITE", nil)
 		if (c.want == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), c.want)) {
 			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+}
+
+// schema.EvolveWithOptions records the same delta.typeChanges as Spark did
+// for the golden widened tables (Spark's preview also writes tableVersion,
+// which the protocol does not define; it is ignored here).
+func TestEvolveTypeChangesMatchSpark(t *testing.T) {
+	ctx := context.Background()
+	for _, name := range []string{"type-widening", "type-widening-nested"} {
+		dir := filepath.Join(goldenRoot, name)
+		v0, err := loadNoPanic(ctx, dir, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		latest, err := loadNoPanic(ctx, dir, -1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old, wide := mustSchema(t, v0), mustSchema(t, latest)
+		// The incoming data has the wide types but no metadata.
+		in := wide.Clone()
+		for _, f := range in.Fields {
+			clearMeta(f)
+		}
+		got, err := schema.EvolveWithOptions(old, in, schema.EvolveOptions{AllowTypeWidening: true})
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !schema.Equal(got, wide) {
+			t.Fatalf("%s: evolved %s, Spark %s", name, got, wide)
+		}
+		var walk func(path string, a, b *schema.StructType)
+		walk = func(path string, a, b *schema.StructType) {
+			for i, f := range a.Fields {
+				g, _ := schema.TypeChanges(f)
+				w, _ := schema.TypeChanges(b.Fields[i])
+				for _, c := range w {
+					delete(c, "tableVersion")
+				}
+				if fmt.Sprint(g) != fmt.Sprint(w) {
+					t.Errorf("%s: %s%s: typeChanges %v, Spark %v", name, path, f.Name, g, w)
+				}
+				if st, ok := f.Type.(*schema.StructType); ok {
+					walk(path+f.Name+".", st, b.Fields[i].Type.(*schema.StructType))
+				}
+			}
+		}
+		walk("", got, wide)
+	}
+}
+
+func mustSchema(t *testing.T, s *Snapshot) *schema.StructType {
+	t.Helper()
+	sch, err := s.Schema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sch
+}
+
+func clearMeta(f *schema.StructField) {
+	f.Metadata = map[string]any{}
+	if st, ok := f.Type.(*schema.StructType); ok {
+		for _, c := range st.Fields {
+			clearMeta(c)
 		}
 	}
 }
