@@ -308,12 +308,15 @@ func checkColumnMappingWrite(m *Metadata) error {
 // commit changes the schema: a column (or nested field, array element, map
 // key/value) may only change type by a supported widening, on a table that
 // supports typeWidening and has delta.enableTypeWidening=true, and the
-// change must be recorded in delta.typeChanges (schema.EvolveWithOptions
-// does all of that but the table settings).
+// change must be recorded in delta.typeChanges of the nearest struct field
+// (schema.EvolveWithOptions does all of that but the table settings).
 func checkTypeChangesAllowed(old, updated *schema.StructType, p *Protocol, m *Metadata) error {
 	var changed []string
-	var cmp func(path string, o, n schema.DataType) error
-	cmp = func(path string, o, n schema.DataType) error {
+	var unrecorded string
+	// owner is the updated schema's nearest StructField, rel the path from it
+	// ("", "element", "key", "value.element", ...).
+	var cmp func(path string, owner *schema.StructField, rel string, o, n schema.DataType) error
+	cmp = func(path string, owner *schema.StructField, rel string, o, n schema.DataType) error {
 		switch ot := o.(type) {
 		case *schema.StructType:
 			nt, ok := n.(*schema.StructType)
@@ -325,20 +328,20 @@ func checkTypeChangesAllowed(old, updated *schema.StructType, p *Protocol, m *Me
 				if nf == nil {
 					continue
 				}
-				if err := cmp(join(path, of.Name), of.Type, nf.Type); err != nil {
+				if err := cmp(join(path, of.Name), nf, "", of.Type, nf.Type); err != nil {
 					return err
 				}
 			}
 		case *schema.ArrayType:
 			if nt, ok := n.(*schema.ArrayType); ok {
-				return cmp(path+".element", ot.ElementType, nt.ElementType)
+				return cmp(path+".element", owner, join(rel, "element"), ot.ElementType, nt.ElementType)
 			}
 		case *schema.MapType:
 			if nt, ok := n.(*schema.MapType); ok {
-				if err := cmp(path+".key", ot.KeyType, nt.KeyType); err != nil {
+				if err := cmp(path+".key", owner, join(rel, "key"), ot.KeyType, nt.KeyType); err != nil {
 					return err
 				}
-				return cmp(path+".value", ot.ValueType, nt.ValueType)
+				return cmp(path+".value", owner, join(rel, "value"), ot.ValueType, nt.ValueType)
 			}
 		default:
 			if schema.Equal(o, n) {
@@ -348,10 +351,13 @@ func checkTypeChangesAllowed(old, updated *schema.StructType, p *Protocol, m *Me
 				return fmt.Errorf("column %q: type change %s -> %s is not a supported widening", path, o.TypeName(), n.TypeName())
 			}
 			changed = append(changed, fmt.Sprintf("%s (%s -> %s)", path, o.TypeName(), n.TypeName()))
+			if unrecorded == "" && !typeChangeRecorded(owner, rel, o, n) {
+				unrecorded = path
+			}
 		}
 		return nil
 	}
-	if err := cmp("", old, updated); err != nil {
+	if err := cmp("", nil, "", old, updated); err != nil {
 		return err
 	}
 	if len(changed) == 0 {
@@ -363,10 +369,31 @@ func checkTypeChangesAllowed(old, updated *schema.StructType, p *Protocol, m *Me
 	if m.Configuration["delta.enableTypeWidening"] != "true" {
 		return fmt.Errorf("widening %s: table property delta.enableTypeWidening is not true", strings.Join(changed, ", "))
 	}
-	if !strings.Contains(m.SchemaString, "delta.typeChanges") {
-		return fmt.Errorf("widening %s: not recorded in delta.typeChanges", strings.Join(changed, ", "))
+	if unrecorded != "" {
+		return fmt.Errorf("widening of %q is not recorded in delta.typeChanges", unrecorded)
 	}
 	return nil
+}
+
+// typeChangeRecorded reports whether owner's delta.typeChanges has the
+// change from -> to at fieldPath rel.
+func typeChangeRecorded(owner *schema.StructField, rel string, from, to schema.DataType) bool {
+	if owner == nil {
+		return false
+	}
+	changes, err := schema.TypeChanges(owner)
+	if err != nil {
+		return false
+	}
+	for _, c := range changes {
+		fp, _ := c["fieldPath"].(string)
+		f, err1 := parseTypeName(c["fromType"])
+		t, err2 := parseTypeName(c["toType"])
+		if fp == rel && err1 == nil && err2 == nil && schema.Equal(f, from) && schema.Equal(t, to) {
+			return true
+		}
+	}
+	return false
 }
 
 func join(path, name string) string {

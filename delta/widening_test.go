@@ -69,21 +69,40 @@ func TestTypeWideningCommitChecks(t *testing.T) {
 	}
 	twProto := Protocol{MinReaderVersion: 3, MinWriterVersion: 7, ReaderFeatures: []string{"typeWidening"}, WriterFeatures: []string{"typeWidening"}}
 	on := map[string]string{"delta.enableTypeWidening": "true"}
-	cases := []struct {
+	type commitCase struct {
 		name  string
 		proto Protocol
 		conf  map[string]string
 		to    *schema.StructType
 		want  string // "" = commit succeeds
-	}{
+	}
+	cases := []commitCase{
 		{"widened", twProto, on, evolved, ""},
 		{"no feature", Protocol{MinReaderVersion: 1, MinWriterVersion: 2}, on, evolved, "typeWidening"},
 		{"property off", twProto, nil, evolved, "delta.enableTypeWidening"},
-		{"not recorded", twProto, on, wideIn, "delta.typeChanges"},
+		{"not recorded", twProto, on, wideIn, "not recorded"},
 		{"narrowing", twProto, on, schema.NewStruct(schema.NewField("v", schema.Short, true)), "not a supported widening"},
 	}
+	// Nested: an array element inside a struct, recorded with fieldPath.
+	nNarrow := schema.NewStruct(schema.NewField("s", schema.NewStruct(schema.NewField("l", &schema.ArrayType{ElementType: schema.Float, ContainsNull: true}, true)), true))
+	nIn := schema.NewStruct(schema.NewField("s", schema.NewStruct(schema.NewField("l", &schema.ArrayType{ElementType: schema.Double, ContainsNull: true}, true)), true))
+	nEvolved, err := schema.EvolveWithOptions(nNarrow, nIn, schema.EvolveOptions{AllowTypeWidening: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrongPath := nEvolved.Clone()
+	inner := wrongPath.Fields[0].Type.(*schema.StructType).Fields[0]
+	inner.Metadata = map[string]any{"delta.typeChanges": []any{map[string]any{"fromType": "float", "toType": "double", "fieldPath": "key"}}}
+	cases = append(cases,
+		commitCase{"nested widened", twProto, on, nEvolved, ""},
+		commitCase{"nested wrong fieldPath", twProto, on, wrongPath, "not recorded"},
+	)
 	for _, c := range cases {
-		tb, err := Create(ctx, NewLocalStorage(t.TempDir()), "", Metadata{SchemaString: narrow.String(), Configuration: c.conf}, c.proto)
+		from := narrow
+		if strings.HasPrefix(c.name, "nested") {
+			from = nNarrow
+		}
+		tb, err := Create(ctx, NewLocalStorage(t.TempDir()), "", Metadata{SchemaString: from.String(), Configuration: c.conf}, c.proto)
 		if err != nil {
 			t.Fatal(err)
 		}
