@@ -25,11 +25,16 @@ func cmField(name string, t schema.DataType, id int, phys string) *schema.Struct
 // name; a mode-id read of a file without field ids is refused.
 func TestColumnMappingResolution(t *testing.T) {
 	ctx := context.Background()
-	written := schema.NewStruct(
-		cmField("a", schema.Long, 1, "col-a"),
-		cmField("s", schema.NewStruct(cmField("x", schema.String, 3, "col-x")), 2, "col-s"),
-	)
-	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, schema.ToArrow(written), strings.NewReader(`[{"a":5,"s":{"x":"v"}}]`))
+	mk := func(prefix string) *schema.StructType {
+		return schema.NewStruct(
+			cmField("a", schema.Long, 1, prefix+"a"),
+			cmField("s", schema.NewStruct(cmField("x", schema.String, 3, prefix+"x")), 2, prefix+"s"),
+			cmField("l", &schema.ArrayType{ElementType: schema.NewStruct(cmField("y", schema.Integer, 5, prefix+"y")), ContainsNull: true}, 4, prefix+"l"),
+			cmField("m", &schema.MapType{KeyType: schema.String, ValueType: schema.NewStruct(cmField("z", schema.Integer, 7, prefix+"z")), ValueContainsNull: true}, 6, prefix+"m"),
+		)
+	}
+	written := mk("col-")
+	rec, _, err := array.RecordFromJSON(memory.DefaultAllocator, schema.ToArrow(written), strings.NewReader(`[{"a":5,"s":{"x":"v"},"l":[{"y":1}],"m":[{"key":"k","value":{"z":2}}]}]`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,10 +45,7 @@ func TestColumnMappingResolution(t *testing.T) {
 	}
 	// Same ids, other physical names (as after a rename of the physical
 	// names, or files written by an id-mode writer).
-	renamed := schema.NewStruct(
-		cmField("a", schema.Long, 1, "other-a"),
-		cmField("s", schema.NewStruct(cmField("x", schema.String, 3, "other-x")), 2, "other-s"),
-	)
+	renamed := mk("other-")
 	read := func(sch *schema.StructType, mode string, data []byte) (string, error) {
 		recs, err := ReadAll(ctx, bytes.NewReader(data), int64(len(data)), sch, ReadOptions{ColumnMappingMode: mode})
 		if err != nil {
@@ -56,15 +58,16 @@ func TestColumnMappingResolution(t *testing.T) {
 		}()
 		return jsonString(canonRows(t, recs)), nil
 	}
+	const full = `[{"a":5,"l":[{"y":1}],"m":[["k",{"z":2}]],"s":{"x":"v"}}]`
 	for _, c := range []struct {
 		sch  *schema.StructType
 		mode string
 		want string
 	}{
-		{written, "name", `[{"a":5,"s":{"x":"v"}}]`},
-		{written, "id", `[{"a":5,"s":{"x":"v"}}]`},
-		{renamed, "id", `[{"a":5,"s":{"x":"v"}}]`},
-		{renamed, "name", `[{"a":null,"s":null}]`},
+		{written, "name", full},
+		{written, "id", full},
+		{renamed, "id", full},
+		{renamed, "name", `[{"a":null,"l":null,"m":null,"s":null}]`},
 	} {
 		got, err := read(c.sch, c.mode, buf.Bytes())
 		if err != nil || got != c.want {
