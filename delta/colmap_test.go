@@ -203,6 +203,16 @@ func TestColumnMappingNameWrite(t *testing.T) {
 	setSchema(t, tb, sch)
 	s = snap(t, tb)
 	compareCM(t, dir, s, "after drop")
+	// Partition columns cannot be dropped.
+	noPart, err := schema.DropColumn(sch, "part")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := s.Metadata()
+	m.SchemaString = noPart.String()
+	if _, err := s.Begin().SetMetadata(m).Commit(ctx, "WRITE", nil); err == nil || !strings.Contains(err.Error(), "partition column") {
+		t.Fatalf("dropping the partition column: %v", err)
+	}
 	got, _ := canonRows(ctx, s)
 	if strings.Contains(strings.Join(got, ""), `"dropme"`) || strings.Contains(strings.Join(got, ""), `"a":`) {
 		t.Fatalf("dropped columns still read: %v", got)

@@ -244,6 +244,12 @@ func (tx *Transaction) validate() error {
 		if err := st.Validate(); err != nil {
 			return fmt.Errorf("new metaData: %w", err)
 		}
+		// e.g. a schema.DropColumn of a partition column: Delta cannot drop those.
+		for _, c := range m.PartitionColumns {
+			if f, _ := st.Field(c); f == nil {
+				return fmt.Errorf("new metaData: partition column %q is not in the schema", c)
+			}
+		}
 		if old, err := tx.read.Schema(); err == nil {
 			if err := checkTypeChangesAllowed(old, st, &p, &m); err != nil {
 				return fmt.Errorf("new metaData: %w", err)
