@@ -53,10 +53,11 @@ type ReadOptions struct {
 	Allocator memory.Allocator
 	// Name identifies the file in errors (e.g. its path).
 	Name string
-	// ColumnMappingMode is the table's delta.columnMapping.mode. Fields are
-	// always found by delta.columnMapping.physicalName when they have one;
-	// in mode "id" they are found by Parquet field id first when the file
-	// has field ids (as the protocol requires).
+	// ColumnMappingMode is the table's delta.columnMapping.mode. In mode
+	// "id" columns and nested fields are found by Parquet field id
+	// (delta.columnMapping.id) and a file without field ids is refused;
+	// otherwise by delta.columnMapping.physicalName when the field has one,
+	// else by name.
 	ColumnMappingMode string
 }
 
@@ -163,9 +164,12 @@ func lookupPartition(pv map[string]*string, name string) (*string, bool) {
 // reading with the Delta read schema readSchema. size is the file size in
 // bytes (0 = unknown). Values are converted to schema.ToArrow types: INT96
 // and TIMESTAMP_MILLIS/MICROS -> timestamp[us, UTC], every decimal encoding
-// -> decimal128(p,s), legacy lists/maps, narrower integer and decimal types
-// widened; columns absent from the file read as null. Rows whose physical
-// index is in opts.Deleted are dropped.
+// -> decimal128(p,s), legacy lists/maps; files written before a Delta type
+// widening are widened exactly (integer upcasts, float/byte/short/int ->
+// double, integer or decimal -> wider decimal, date -> timestamp_ntz, also
+// inside structs, arrays and maps), any other type mismatch is an error
+// naming the column and both types; columns absent from the file read as
+// null. Rows whose physical index is in opts.Deleted are dropped.
 func ReadFile(ctx context.Context, r parquet.ReaderAtSeeker, size int64, readSchema *schema.StructType, opts ReadOptions) (rd *RecordReader, err error) {
 	name := opts.Name
 	if name == "" {
