@@ -511,8 +511,8 @@ func datesToTimestamps(mem memory.Allocator, arr *array.Date32, want *arrow.Time
 			b.UnsafeAppendBoolToBitmap(false)
 			continue
 		}
-		// int32 days * 8.64e10 fits int64 (|result| < 1.9e20 would not, but
-		// 2^31 days * 8.64e10 = 1.86e20 does overflow: check).
+		// Valid dates fit easily, but a corrupt int32 day count times
+		// 8.64e10 can overflow int64 (2^31 days is 1.86e20 us).
 		d := int64(arr.Value(i))
 		if d > math.MaxInt64/microsPerDay || d < math.MinInt64/microsPerDay {
 			return nil, fmt.Errorf("date %d days overflows %s", d, want)
