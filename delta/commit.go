@@ -244,6 +244,17 @@ func (tx *Transaction) validate() error {
 		if err := st.Validate(); err != nil {
 			return fmt.Errorf("new metaData: %w", err)
 		}
+		// e.g. a schema.DropColumn of a partition column: Delta cannot drop those.
+		for _, c := range m.PartitionColumns {
+			if f, _ := st.Field(c); f == nil {
+				return fmt.Errorf("new metaData: partition column %q is not in the schema", c)
+			}
+		}
+		if old, err := tx.read.Schema(); err == nil {
+			if err := checkTypeChangesAllowed(old, st, &p, &m); err != nil {
+				return fmt.Errorf("new metaData: %w", err)
+			}
+		}
 	}
 	if len(tx.domains) > 0 && !p.HasFeature("domainMetadata") {
 		return &UnsupportedFeatureError{Feature: "domainMetadata (not enabled in table protocol: add writer feature domainMetadata, writer version 7)"}

@@ -13,11 +13,15 @@ import (
 
 	"github.com/cdcsink/cdc-sink/delta/dv"
 	"github.com/cdcsink/cdc-sink/delta/parquetio"
+	"github.com/cdcsink/cdc-sink/delta/schema"
 )
 
 // WriteDataFile writes recs as a new Parquet data file (unique name, never
 // overwriting) under the table, in the Hive partition directory given by
-// partitionValues, and returns the add action to commit (with stats).
+// partitionValues (keyed by logical column name), and returns the add action
+// to commit (with stats). In column-mapped tables the file's columns, its
+// stats and the add's partitionValues use physical names, as the protocol
+// requires.
 // The file is invisible to readers until the add is committed.
 func (s *Snapshot) WriteDataFile(ctx context.Context, recs []arrow.RecordBatch, partitionValues map[string]*string) (Add, error) {
 	sch, err := s.Schema()
@@ -29,13 +33,30 @@ func (s *Snapshot) WriteDataFile(ctx context.Context, recs []arrow.RecordBatch, 
 	if err != nil {
 		return Add{}, fmt.Errorf("write data file: %w", err)
 	}
+	// Column-mapped tables key partition values (and name partition
+	// directories) by physical name; callers pass logical names.
+	partKey := make(map[string]string, len(s.metadata.PartitionColumns))
+	for _, c := range s.metadata.PartitionColumns {
+		partKey[c] = c
+		if f, _ := sch.Field(c); f != nil {
+			if p, ok := f.Metadata[schema.ColumnMappingPhysicalNameKey].(string); ok && p != "" {
+				partKey[c] = p
+			}
+		}
+	}
+	value := func(c string) *string {
+		if v, ok := partitionValues[c]; ok {
+			return v
+		}
+		return partitionValues[partKey[c]]
+	}
 	dir := ""
 	for _, c := range s.metadata.PartitionColumns {
 		v := "__HIVE_DEFAULT_PARTITION__"
-		if p := partitionValues[c]; p != nil && *p != "" {
+		if p := value(c); p != nil && *p != "" {
 			v = hiveEscape(*p)
 		}
-		dir += hiveEscape(c) + "=" + v + "/"
+		dir += hiveEscape(partKey[c]) + "=" + v + "/"
 	}
 	rel := dir + "part-00000-" + newUUID() + "-c000.snappy.parquet"
 	if err := s.table.store.PutIfAbsent(ctx, s.table.Key(rel), buf.Bytes()); err != nil {
@@ -43,7 +64,7 @@ func (s *Snapshot) WriteDataFile(ctx context.Context, recs []arrow.RecordBatch, 
 	}
 	pv := map[string]*string{}
 	for _, c := range s.metadata.PartitionColumns {
-		pv[c] = partitionValues[c]
+		pv[partKey[c]] = value(c)
 	}
 	return Add{Path: (&url.URL{Path: rel}).EscapedPath(), PartitionValues: pv, Size: int64(buf.Len()),
 		ModificationTime: time.Now().UnixMilli(), DataChange: true, Stats: st.StatsJSON}, nil

@@ -479,7 +479,6 @@ func TestBoundedRetries(t *testing.T) {
 func TestUnsupportedFeatures(t *testing.T) {
 	cases := []struct{ proto, feature string }{
 		{`{"protocol":{"minReaderVersion":4,"minWriterVersion":7,"readerFeatures":[],"writerFeatures":[]}}`, "readerVersion 4"},
-		{`{"protocol":{"minReaderVersion":3,"minWriterVersion":7,"readerFeatures":["typeWidening-preview"],"writerFeatures":["typeWidening-preview"]}}`, "typeWidening-preview"},
 		{`{"protocol":{"minReaderVersion":3,"minWriterVersion":7,"readerFeatures":["variantType"],"writerFeatures":["variantType"]}}`, "variantType"},
 	}
 	meta := `{"metaData":{"id":"m","format":{"provider":"parquet","options":{}},"schemaString":"{}","partitionColumns":[],"configuration":{}}}` + "\n"
@@ -489,6 +488,40 @@ func TestUnsupportedFeatures(t *testing.T) {
 		var ue *UnsupportedFeatureError
 		if !errors.As(err, &ue) || ue.Feature != c.feature || !errors.Is(err, ErrUnsupportedFeature) {
 			t.Fatalf("%s: %v", c.feature, err)
+		}
+	}
+}
+
+// Readers must fail on type changes they do not support (protocol, "Reader
+// Requirements for Type Widening"), and accept the supported ones.
+func TestTypeChangesValidated(t *testing.T) {
+	proto := `{"protocol":{"minReaderVersion":3,"minWriterVersion":7,"readerFeatures":["typeWidening"],"writerFeatures":["typeWidening"]}}`
+	field := func(typ, from, to, path string) string {
+		fp := ""
+		if path != "" {
+			fp = `,\"fieldPath\":\"` + path + `\"`
+		}
+		return `{\"name\":\"c\",\"type\":` + typ + `,\"nullable\":true,\"metadata\":{\"delta.typeChanges\":[{\"fromType\":\"` + from + `\",\"toType\":\"` + to + `\"` + fp + `}]}}`
+	}
+	cases := []struct {
+		field string
+		ok    bool
+	}{
+		{field(`\"long\"`, "integer", "long", ""), true},
+		{field(`\"decimal(12,4)\"`, "decimal(10, 2)", "decimal(12,4)", ""), true},
+		{field(`\"timestamp_ntz\"`, "date", "timestamp_ntz", ""), true},
+		{field(`{\"type\":\"array\",\"elementType\":\"double\",\"containsNull\":true}`, "float", "double", "element"), true},
+		{field(`\"integer\"`, "long", "integer", ""), false},
+		{field(`\"string\"`, "integer", "string", ""), false},
+		{field(`\"timestamp\"`, "date", "timestamp", ""), false},
+	}
+	for _, c := range cases {
+		meta := `{"metaData":{"id":"m","format":{"provider":"parquet","options":{}},"schemaString":"{\"type\":\"struct\",\"fields\":[` + c.field + `]}","partitionColumns":[],"configuration":{}}}` + "\n"
+		tb := writeLog(t, proto+"\n"+meta)
+		_, err := tb.Snapshot(context.Background())
+		var ue *UnsupportedFeatureError
+		if c.ok != (err == nil) || (!c.ok && (!errors.As(err, &ue) || !strings.Contains(ue.Feature, "type change"))) {
+			t.Errorf("%s: %v", c.field, err)
 		}
 	}
 }

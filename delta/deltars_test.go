@@ -148,8 +148,6 @@ var mustRefuse = map[string]string{
 	"deltalog-state-reconstruction-from-checkpoint-missing-metadata": "no metaData",
 	"deltalog-state-reconstruction-from-checkpoint-missing-protocol": "no protocol",
 	"no-delta-log-folder":                                            "not a Delta table",
-	"type-widening":                                                  "typeWidening-preview",
-	"type-widening-nested":                                           "typeWidening-preview",
 	"spark-variant-checkpoint":                                       "variantType-preview",
 }
 

@@ -19,6 +19,15 @@
 // (path, deletion-vector unique id). Unsupported reader features are
 // refused with *UnsupportedFeatureError instead of returning wrong data.
 //
+// Table features beyond the basics: typeWidening (and Delta 3.2's
+// typeWidening-preview) for reading and writing: files written before a
+// widening keep their narrow Parquet types and are widened exactly on read,
+// and commits may only widen types on tables that enable it; columnMapping
+// for reading (modes name and id, nested fields included) and writing (mode
+// name: physical names, field ids, stats and partition values by physical
+// name; schema.AssignColumnMapping and schema.DropColumn maintain the
+// schema).
+//
 // Writing:
 //
 //	tx := snap.Begin()

@@ -1,10 +1,13 @@
 package delta
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cdcsink/cdc-sink/delta/schema"
 )
 
 // Reader features we implement. The log layer handles them fully; data
@@ -15,7 +18,10 @@ var supportedReaderFeatures = map[string]bool{
 	"columnMapping":       true,
 	"v2Checkpoint":        true, // read only: UUID-named checkpoints and sidecars
 	"vacuumProtocolCheck": true,
-	"typeWidening":        true,
+	// Old data files keep their narrow Parquet types; parquetio widens them
+	// to the table type on read (checkTypeChanges refuses unknown changes).
+	"typeWidening":         true,
+	"typeWidening-preview": true, // Delta 3.2's name; same read/write contract
 }
 
 // Writer features our commits keep valid. Anything else makes writes refuse.
@@ -25,7 +31,16 @@ var supportedWriterFeatures = map[string]bool{
 	"appendOnly":      true,
 	"invariants":      true,
 	"timestampNtz":    true,
-	"typeWidening":    true,
+	// Writers only have to record delta.typeChanges for the changes they
+	// apply (schema.EvolveWithOptions does) and keep it on later schema
+	// updates (Evolve clones field metadata).
+	"typeWidening":         true,
+	"typeWidening-preview": true,
+	// Mode "name" only (checkColumnMappingWrite): data files are written by
+	// physical name with field ids and stats/partition values keyed by
+	// physical name; schema.AssignColumnMapping gives new columns ids and
+	// physical names and tracks delta.columnMapping.maxColumnId.
+	"columnMapping": true,
 }
 
 // MaxReaderVersion / MaxWriterVersion are the protocol versions we speak.
@@ -48,7 +63,75 @@ func checkReadSupported(p *Protocol, m *Metadata) error {
 	if mode := m.Configuration["delta.columnMapping.mode"]; mode != "" && mode != "none" && mode != "name" && mode != "id" {
 		return &UnsupportedFeatureError{Feature: "columnMapping mode " + mode, Reader: true}
 	}
+	if p.HasFeature("typeWidening") || p.HasFeature("typeWidening-preview") || strings.Contains(m.SchemaString, "delta.typeChanges") {
+		if err := checkTypeChanges(m.SchemaString); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// checkTypeChanges makes sure we can read every type change recorded in the
+// schema: the protocol requires readers to fail on type changes they do not
+// support instead of misreading old files.
+func checkTypeChanges(schemaString string) error {
+	sch, err := schema.Parse(schemaString)
+	if err != nil {
+		return nil // the snapshot reports the schema error itself
+	}
+	var walk func(path string, st *schema.StructType) error
+	walk = func(path string, st *schema.StructType) error {
+		for _, f := range st.Fields {
+			p := f.Name
+			if path != "" {
+				p = path + "." + f.Name
+			}
+			changes, err := schema.TypeChanges(f)
+			if err != nil {
+				return &UnsupportedFeatureError{Feature: fmt.Sprintf("typeWidening: unreadable delta.typeChanges of %q: %v", p, err), Reader: true}
+			}
+			for _, c := range changes {
+				from, err1 := parseTypeName(c["fromType"])
+				to, err2 := parseTypeName(c["toType"])
+				if err1 != nil || err2 != nil || !schema.CanWiden(from, to) {
+					return &UnsupportedFeatureError{Feature: fmt.Sprintf("typeWidening: type change %v -> %v of %q", c["fromType"], c["toType"], p), Reader: true}
+				}
+			}
+			if err := walkNested(p, f.Type, walk); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk("", sch)
+}
+
+// walkNested calls fn for every struct inside t (also through arrays and maps).
+func walkNested(path string, t schema.DataType, fn func(string, *schema.StructType) error) error {
+	switch t := t.(type) {
+	case *schema.StructType:
+		return fn(path, t)
+	case *schema.ArrayType:
+		return walkNested(path+".element", t.ElementType, fn)
+	case *schema.MapType:
+		if err := walkNested(path+".key", t.KeyType, fn); err != nil {
+			return err
+		}
+		return walkNested(path+".value", t.ValueType, fn)
+	}
+	return nil
+}
+
+func parseTypeName(v any) (schema.DataType, error) {
+	s, ok := v.(string)
+	if !ok {
+		return nil, fmt.Errorf("type name %v is not a string", v)
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	return schema.ParseType(b)
 }
 
 // checkWriteSupported refuses writes to tables whose writer protocol asks
@@ -74,10 +157,13 @@ func checkWriteSupported(p *Protocol, m *Metadata) error {
 	}
 	if p.MinReaderVersion == MaxReaderVersion {
 		for _, f := range p.ReaderFeatures {
-			if f == "columnMapping" || f == "v2Checkpoint" {
+			if f == "v2Checkpoint" {
 				return &UnsupportedFeatureError{Feature: f}
 			}
 		}
+	}
+	if err := checkColumnMappingWrite(m); err != nil {
+		return err
 	}
 	// invariants: we cannot evaluate SQL expressions, so refuse if any exist.
 	if strings.Contains(m.SchemaString, "delta.invariants") {
@@ -158,4 +244,161 @@ func ParseInterval(s string) (time.Duration, error) {
 		total += time.Duration(n * float64(unit))
 	}
 	return total, nil
+}
+
+// checkColumnMappingWrite allows writes to column-mapped tables in mode
+// "name" only, and only with a schema that follows the protocol: every field
+// (nested ones too) has a unique delta.columnMapping.id and physical name,
+// delta.columnMapping.maxColumnId is at least the largest id. Mode "id"
+// would write the same files, but we have not verified it against other
+// readers, so it stays read-only.
+func checkColumnMappingWrite(m *Metadata) error {
+	mode := m.Configuration["delta.columnMapping.mode"]
+	switch mode {
+	case "", "none":
+		return nil
+	case "name":
+	default:
+		return &UnsupportedFeatureError{Feature: "columnMapping mode " + mode + " (writes support mode name only)"}
+	}
+	sch, err := schema.Parse(m.SchemaString)
+	if err != nil {
+		return nil // reported by the schema checks
+	}
+	maxID, err := strconv.ParseInt(m.Configuration[schema.MaxColumnIDProperty], 10, 64)
+	if err != nil {
+		return &UnsupportedFeatureError{Feature: "columnMapping: table property " + schema.MaxColumnIDProperty + " missing or not a number"}
+	}
+	ids := map[int64]string{}
+	var walk func(path string, st *schema.StructType) error
+	walk = func(path string, st *schema.StructType) error {
+		// Physical names must differ among siblings; tables upgraded to
+		// column mapping keep their old names as physical names, so the
+		// same name can appear in different structs.
+		names := map[string]string{}
+		for _, f := range st.Fields {
+			p := f.Name
+			if path != "" {
+				p = path + "." + f.Name
+			}
+			idv, _ := f.Metadata[schema.ColumnMappingIDKey].(json.Number)
+			id, err := idv.Int64()
+			pn, _ := f.Metadata[schema.ColumnMappingPhysicalNameKey].(string)
+			switch {
+			case err != nil || pn == "":
+				return &UnsupportedFeatureError{Feature: fmt.Sprintf("columnMapping: field %q has no column id / physical name (schema.AssignColumnMapping)", p)}
+			case id > maxID:
+				return &UnsupportedFeatureError{Feature: fmt.Sprintf("columnMapping: field %q has id %d > %s %d", p, id, schema.MaxColumnIDProperty, maxID)}
+			case ids[id] != "":
+				return &UnsupportedFeatureError{Feature: fmt.Sprintf("columnMapping: fields %q and %q share id %d", ids[id], p, id)}
+			case names[pn] != "":
+				return &UnsupportedFeatureError{Feature: fmt.Sprintf("columnMapping: fields %q and %q share physical name %q", names[pn], p, pn)}
+			}
+			ids[id], names[pn] = p, p
+			if err := walkNested(p, f.Type, walk); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return walk("", sch)
+}
+
+// checkTypeChangesAllowed enforces the writer side of type widening when a
+// commit changes the schema: a column (or nested field, array element, map
+// key/value) may only change type by a supported widening, on a table that
+// supports typeWidening and has delta.enableTypeWidening=true, and the
+// change must be recorded in delta.typeChanges of the nearest struct field
+// (schema.EvolveWithOptions does all of that but the table settings).
+func checkTypeChangesAllowed(old, updated *schema.StructType, p *Protocol, m *Metadata) error {
+	var changed []string
+	var unrecorded string
+	// owner is the updated schema's nearest StructField, rel the path from it
+	// ("", "element", "key", "value.element", ...).
+	var cmp func(path string, owner *schema.StructField, rel string, o, n schema.DataType) error
+	cmp = func(path string, owner *schema.StructField, rel string, o, n schema.DataType) error {
+		switch ot := o.(type) {
+		case *schema.StructType:
+			nt, ok := n.(*schema.StructType)
+			if !ok {
+				return nil // not a type change we judge (the schema replaces the column)
+			}
+			for _, of := range ot.Fields {
+				nf, _ := nt.Field(of.Name)
+				if nf == nil {
+					continue
+				}
+				if err := cmp(join(path, of.Name), nf, "", of.Type, nf.Type); err != nil {
+					return err
+				}
+			}
+		case *schema.ArrayType:
+			if nt, ok := n.(*schema.ArrayType); ok {
+				return cmp(path+".element", owner, join(rel, "element"), ot.ElementType, nt.ElementType)
+			}
+		case *schema.MapType:
+			if nt, ok := n.(*schema.MapType); ok {
+				if err := cmp(path+".key", owner, join(rel, "key"), ot.KeyType, nt.KeyType); err != nil {
+					return err
+				}
+				return cmp(path+".value", owner, join(rel, "value"), ot.ValueType, nt.ValueType)
+			}
+		default:
+			if schema.Equal(o, n) {
+				return nil
+			}
+			if !schema.CanWiden(o, n) {
+				return fmt.Errorf("column %q: type change %s -> %s is not a supported widening", path, o.TypeName(), n.TypeName())
+			}
+			changed = append(changed, fmt.Sprintf("%s (%s -> %s)", path, o.TypeName(), n.TypeName()))
+			if unrecorded == "" && !typeChangeRecorded(owner, rel, o, n) {
+				unrecorded = path
+			}
+		}
+		return nil
+	}
+	if err := cmp("", nil, "", old, updated); err != nil {
+		return err
+	}
+	if len(changed) == 0 {
+		return nil
+	}
+	if !p.HasFeature("typeWidening") && !p.HasFeature("typeWidening-preview") {
+		return &UnsupportedFeatureError{Feature: "typeWidening (widening " + strings.Join(changed, ", ") + " needs the typeWidening reader+writer feature)"}
+	}
+	if m.Configuration["delta.enableTypeWidening"] != "true" {
+		return fmt.Errorf("widening %s: table property delta.enableTypeWidening is not true", strings.Join(changed, ", "))
+	}
+	if unrecorded != "" {
+		return fmt.Errorf("widening of %q is not recorded in delta.typeChanges", unrecorded)
+	}
+	return nil
+}
+
+// typeChangeRecorded reports whether owner's delta.typeChanges has the
+// change from -> to at fieldPath rel.
+func typeChangeRecorded(owner *schema.StructField, rel string, from, to schema.DataType) bool {
+	if owner == nil {
+		return false
+	}
+	changes, err := schema.TypeChanges(owner)
+	if err != nil {
+		return false
+	}
+	for _, c := range changes {
+		fp, _ := c["fieldPath"].(string)
+		f, err1 := parseTypeName(c["fromType"])
+		t, err2 := parseTypeName(c["toType"])
+		if fp == rel && err1 == nil && err2 == nil && schema.Equal(f, from) && schema.Equal(t, to) {
+			return true
+		}
+	}
+	return false
+}
+
+func join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
 }

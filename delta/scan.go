@@ -44,6 +44,8 @@ func (s *Snapshot) Scan(ctx context.Context, opts ScanOptions) iter.Seq2[arrow.R
 				}
 			}
 		}
+		// Old files' stats of widened columns are not all bounds in the wide type.
+		opts.Filter = parquetio.StatsSafeFilter(opts.Filter, sch)
 		files := make([]parquetio.File, 0, len(s.files))
 		dvfs := dv.FSFunc(func(ctx context.Context, key string) ([]byte, error) { return s.table.store.Get(ctx, key) })
 		for i := range s.files {
@@ -86,6 +88,7 @@ func (s *Snapshot) Scan(ctx context.Context, opts ScanOptions) iter.Seq2[arrow.R
 		}
 		for rec, err := range parquetio.ScanFiles(ctx, open, files, sch, parquetio.ScanOptions{
 			Columns: opts.Columns, Filter: opts.Filter, WithRowIndex: opts.WithRowIndex, WithFilePath: opts.WithFilePath, BatchSize: opts.BatchSize,
+			ColumnMappingMode: s.ColumnMappingMode(),
 		}) {
 			if !yield(rec, err) {
 				return

@@ -24,7 +24,7 @@ func FuzzReadParquet(f *testing.F) {
 	}
 	rec.Release()
 	f.Add(buf.Bytes(), uint16(0), byte(0))
-	for _, g := range []string{"parquet-all-types-legacy-format", "kernel-timestamp-INT96", "data-reader-map"} {
+	for _, g := range []string{"parquet-all-types-legacy-format", "kernel-timestamp-INT96", "data-reader-map", "type-widening", "type-widening-nested"} {
 		files, _ := filepath.Glob(filepath.Join(goldenDir, g, "*.parquet"))
 		files2, _ := filepath.Glob(filepath.Join(goldenDir, g, "*", "*.parquet"))
 		for _, p := range append(files, files2...)[:1] {
@@ -34,7 +34,9 @@ func FuzzReadParquet(f *testing.F) {
 			}
 		}
 	}
-	schemas := []*schema.StructType{st, loadGolden(f, "parquet-all-types").Schema, loadGolden(f, "data-reader-map").Schema}
+	// The widened schemas read narrow files as wide types (type widening).
+	schemas := []*schema.StructType{st, loadGolden(f, "parquet-all-types").Schema, loadGolden(f, "data-reader-map").Schema,
+		loadGolden(f, "type-widening").Schema, loadGolden(f, "type-widening-nested").Schema}
 	f.Fuzz(func(t *testing.T, data []byte, pos uint16, xor byte) {
 		// Mutate one byte at a chosen position too (helps reach page data).
 		if len(data) > 0 && xor != 0 {

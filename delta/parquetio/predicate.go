@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/shopspring/decimal"
+
+	"github.com/cdcsink/cdc-sink/delta/schema"
 )
 
 // Predicate prunes files by their add.stats and partitionValues. It is
@@ -500,4 +502,153 @@ func joinPreds(ps []Predicate, sep string) string {
 		parts[i] = "(" + p.String() + ")"
 	}
 	return strings.Join(parts, sep)
+}
+
+// ---------------------------------------------------------------- widened columns
+
+// StatsSafeFilter returns p adjusted to how readSchema's stats are stored:
+//
+//   - Column-mapped tables key stats by physical name: they are renamed to
+//     the logical names p uses (without this no file would be pruned).
+//   - Min/max of columns whose delta.typeChanges include float -> double are
+//     ignored. Files written before such a change carry float stats in the
+//     shortest float32 text ("3.4"), which is not a bound of the same value
+//     read as a double (3.4000000953674316), so they could prune a matching
+//     file. The other widenings (integers, decimals, integer -> double or
+//     decimal, date -> timestamp_ntz, compared by day) keep old stats exact
+//     bounds.
+//
+// p is returned unchanged when nothing needs adjusting.
+func StatsSafeFilter(p Predicate, readSchema *schema.StructType) Predicate {
+	if p == nil || readSchema == nil {
+		return p
+	}
+	if _, ok := p.(*statsAdjust); ok {
+		return p
+	}
+	var cols []string
+	var walk func(prefix string, st *schema.StructType) *renames
+	walk = func(prefix string, st *schema.StructType) *renames {
+		var rn *renames
+		for _, f := range st.Fields {
+			path := f.Name
+			if prefix != "" {
+				path = prefix + "." + f.Name
+			}
+			changes, _ := schema.TypeChanges(f)
+			for _, c := range changes {
+				if c["fromType"] == "float" && c["fieldPath"] == nil {
+					cols = append(cols, path)
+					break
+				}
+			}
+			var sub *renames
+			if st, ok := f.Type.(*schema.StructType); ok {
+				sub = walk(path, st)
+			}
+			if pn := physicalName(f); pn != f.Name || sub != nil {
+				if rn == nil {
+					rn = &renames{}
+				}
+				rn.add(pn, f.Name, sub)
+			}
+		}
+		return rn
+	}
+	rn := walk("", readSchema)
+	if len(cols) == 0 && rn == nil {
+		return p
+	}
+	return &statsAdjust{p: p, ignore: cols, rename: rn}
+}
+
+// renames maps the physical names of one struct level to logical names.
+type renames struct {
+	logical map[string]string
+	sub     map[string]*renames
+}
+
+func (r *renames) add(phys, logical string, sub *renames) {
+	if r.logical == nil {
+		r.logical, r.sub = map[string]string{}, map[string]*renames{}
+	}
+	r.logical[phys], r.sub[phys] = logical, sub
+}
+
+// apply returns m with physical keys renamed (a new map; m is not changed).
+func (r *renames) apply(m map[string]any) map[string]any {
+	if r == nil || m == nil {
+		return m
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		name, sub := k, (*renames)(nil)
+		if l, ok := r.logical[k]; ok {
+			name, sub = l, r.sub[k]
+		}
+		if mm, ok := v.(map[string]any); ok && sub != nil {
+			v = sub.apply(mm)
+		}
+		out[name] = v
+	}
+	return out
+}
+
+// statsAdjust evaluates p with stats renamed and the min/max of ignore removed.
+type statsAdjust struct {
+	p      Predicate
+	ignore []string
+	rename *renames
+}
+
+func (f *statsAdjust) MayMatch(stats string, pv map[string]*string) bool {
+	return f.eval(parseStats(stats), pv)
+}
+
+func (f *statsAdjust) eval(s *fileStats, pv map[string]*string) bool {
+	if f.rename != nil {
+		s.min, s.max, s.nulls = f.rename.apply(s.min), f.rename.apply(s.max), f.rename.apply(s.nulls)
+	}
+	for _, c := range f.ignore {
+		dropPath(s.min, c)
+		dropPath(s.max, c)
+	}
+	return f.p.eval(s, pv)
+}
+
+func (f *statsAdjust) String() string {
+	if len(f.ignore) == 0 {
+		return f.p.String()
+	}
+	return f.p.String() + " (ignoring min/max of " + strings.Join(f.ignore, ", ") + ")"
+}
+
+// dropPath deletes the dotted path col from nested stats maps (names match
+// case-insensitively, like lookupPath).
+func dropPath(m map[string]any, col string) {
+	parts := strings.Split(col, ".")
+	for i, p := range parts {
+		if m == nil {
+			return
+		}
+		key, found := p, false
+		if _, ok := m[p]; ok {
+			found = true
+		} else {
+			for k := range m {
+				if strings.EqualFold(k, p) {
+					key, found = k, true
+					break
+				}
+			}
+		}
+		if !found {
+			return
+		}
+		if i == len(parts)-1 {
+			delete(m, key)
+			return
+		}
+		m, _ = m[key].(map[string]any)
+	}
 }

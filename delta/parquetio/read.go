@@ -53,6 +53,12 @@ type ReadOptions struct {
 	Allocator memory.Allocator
 	// Name identifies the file in errors (e.g. its path).
 	Name string
+	// ColumnMappingMode is the table's delta.columnMapping.mode. In mode
+	// "id" columns and nested fields are found by Parquet field id
+	// (delta.columnMapping.id) and a file without field ids is refused;
+	// otherwise by delta.columnMapping.physicalName when the field has one,
+	// else by name.
+	ColumnMappingMode string
 }
 
 // RecordReader yields the records of one file. Next returns io.EOF at the
@@ -70,15 +76,17 @@ type RecordReader struct {
 	deleted *roaring64.Bitmap
 	cols    []colSource
 	rowIdx  bool
+	cmMode  string
 	done    bool
 	err     error
 }
 
 type colSource struct {
 	field    arrow.Field
-	fileName string        // file column name ("" = not in file)
-	constant scalar.Scalar // partition value (or null when missing)
-	i96      *int96Col     // top-level INT96 column read directly
+	dtype    schema.DataType // Delta type of field
+	fileName string          // file column name ("" = not in file)
+	constant scalar.Scalar   // partition value (or null when missing)
+	i96      *int96Col       // top-level INT96 column read directly
 }
 
 // PanicError is returned when arrow-go panics on a corrupt file.
@@ -156,9 +164,12 @@ func lookupPartition(pv map[string]*string, name string) (*string, bool) {
 // reading with the Delta read schema readSchema. size is the file size in
 // bytes (0 = unknown). Values are converted to schema.ToArrow types: INT96
 // and TIMESTAMP_MILLIS/MICROS -> timestamp[us, UTC], every decimal encoding
-// -> decimal128(p,s), legacy lists/maps, narrower integer and decimal types
-// widened; columns absent from the file read as null. Rows whose physical
-// index is in opts.Deleted are dropped.
+// -> decimal128(p,s), legacy lists/maps; files written before a Delta type
+// widening are widened exactly (integer upcasts, float/byte/short/int ->
+// double, integer or decimal -> wider decimal, date -> timestamp_ntz, also
+// inside structs, arrays and maps), any other type mismatch is an error
+// naming the column and both types; columns absent from the file read as
+// null. Rows whose physical index is in opts.Deleted are dropped.
 func ReadFile(ctx context.Context, r parquet.ReaderAtSeeker, size int64, readSchema *schema.StructType, opts ReadOptions) (rd *RecordReader, err error) {
 	name := opts.Name
 	if name == "" {
@@ -192,10 +203,12 @@ func ReadFile(ctx context.Context, r parquet.ReaderAtSeeker, size int64, readSch
 	if size > 0 {
 		_ = size // the footer reader seeks to the end itself
 	}
-	rd = &RecordReader{ctx: ctx, name: name, mem: mem, outSch: outSch, pf: pf, total: pf.NumRows(), batch: batch, deleted: opts.Deleted, rowIdx: opts.WithRowIndex}
+	rd = &RecordReader{ctx: ctx, name: name, mem: mem, outSch: outSch, pf: pf, total: pf.NumRows(), batch: batch, deleted: opts.Deleted, rowIdx: opts.WithRowIndex, cmMode: opts.ColumnMappingMode}
+	// Close through a copy: error returns below set the named result to nil.
+	opened := rd
 	defer func() {
 		if err != nil {
-			rd.Close()
+			opened.Close()
 			rd = nil
 		}
 	}()
@@ -209,14 +222,21 @@ func ReadFile(ctx context.Context, r parquet.ReaderAtSeeker, size int64, readSch
 	}
 	var topIdx []int
 	for i, f := range fields {
-		cs := colSource{field: outSch.Field(i)}
-		if v, ok := lookupPartition(opts.PartitionValues, f.Name); ok {
+		cs := colSource{field: outSch.Field(i), dtype: f.Type}
+		v, isPart := lookupPartition(opts.PartitionValues, f.Name)
+		idx := -1
+		if !isPart {
+			if idx, err = matchFileField(fileSch.Fields(), f, opts.ColumnMappingMode); err != nil {
+				return nil, fmt.Errorf("parquetio: %s: %w", name, err)
+			}
+		}
+		if isPart {
 			sc, err := ParsePartitionValue(v, f.Type)
 			if err != nil {
 				return nil, fmt.Errorf("parquetio: %s: partition column %q: %w", name, f.Name, err)
 			}
 			cs.constant = sc
-		} else if idx := fieldIndexFold(fileSch, physicalName(f)); idx >= 0 {
+		} else if idx >= 0 {
 			cs.fileName = fileSch.Field(idx).Name
 			if sf := &fr.Manifest.Fields[idx]; sf.IsLeaf() && pf.MetaData().Schema.Column(sf.ColIndex).PhysicalType() == parquet.Types.Int96 {
 				descr := pf.MetaData().Schema.Column(sf.ColIndex)
@@ -345,7 +365,7 @@ func (rd *RecordReader) next() (rec arrow.RecordBatch, err error) {
 		if err := validateArray(src.Column(idx[0])); err != nil {
 			return nil, fmt.Errorf("parquetio: %s: corrupt column %q: %w", rd.name, cs.field.Name, err)
 		}
-		a, err := conform(rd.ctx, rd.mem, src.Column(idx[0]), cs.field.Type)
+		a, err := conformTo(rd.ctx, rd.mem, src.Column(idx[0]), cs.field.Type, cs.dtype, rd.cmMode)
 		if err != nil {
 			return nil, fmt.Errorf("parquetio: %s: column %q: %w", rd.name, cs.field.Name, err)
 		}

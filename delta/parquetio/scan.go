@@ -36,6 +36,8 @@ type ScanOptions struct {
 	WithFilePath bool      // add "_file_path" (string, File.Path)
 	BatchSize    int64
 	Allocator    memory.Allocator
+	// ColumnMappingMode is the table's delta.columnMapping.mode (see ReadOptions).
+	ColumnMappingMode string
 }
 
 // ScanSchema is the schema of the records ScanFiles yields.
@@ -67,6 +69,7 @@ func ScanFiles(ctx context.Context, open OpenFunc, files []File, readSchema *sch
 		if mem == nil {
 			mem = memory.DefaultAllocator
 		}
+		opts.Filter = StatsSafeFilter(opts.Filter, readSchema)
 		for _, f := range files {
 			if err := ctx.Err(); err != nil {
 				yield(nil, err)
@@ -94,6 +97,7 @@ func scanOne(ctx context.Context, open OpenFunc, f File, readSchema *schema.Stru
 	rd, err := ReadFile(ctx, r, size, readSchema, ReadOptions{
 		Columns: opts.Columns, PartitionValues: f.PartitionValues, Deleted: f.DV,
 		WithRowIndex: opts.WithRowIndex, BatchSize: opts.BatchSize, Allocator: mem, Name: f.Path,
+		ColumnMappingMode: opts.ColumnMappingMode,
 	})
 	if err != nil {
 		yield(nil, err)

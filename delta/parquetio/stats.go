@@ -79,7 +79,8 @@ func newStatsCollector(data *schema.StructType, opts WriteOptions) *statsCollect
 		if prefix != "" {
 			path = prefix + "." + f.Name
 		}
-		n := &statNode{name: f.Name, field: f}
+		// Stats are keyed by physical name in column-mapped tables.
+		n := &statNode{name: physicalName(f), field: f}
 		sel := forced || want == nil || want[strings.ToLower(path)]
 		if st, ok := f.Type.(*schema.StructType); ok {
 			n.isStruct = true

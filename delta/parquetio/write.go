@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -84,7 +85,8 @@ type Writer struct {
 	fw        *pqarrow.FileWriter
 	tableSch  *schema.StructType
 	dataSch   *schema.StructType // table schema minus partition columns
-	arrowSch  *arrow.Schema
+	arrowSch  *arrow.Schema      // logical names: what records are conformed to
+	fileSch   *arrow.Schema      // physical names and field ids (column mapping); nil = arrowSch
 	opts      WriteOptions
 	stats     *statsCollector
 	rows      int64
@@ -150,6 +152,10 @@ func NewWriter(ctx context.Context, w io.Writer, tbl *schema.StructType, opts Wr
 		mem = memory.DefaultAllocator
 	}
 	asch := schema.ToArrow(data)
+	// Column-mapped tables: Parquet columns are named by physical name and
+	// carry the column id as field_id (protocol, "Writer Requirements for
+	// Column Mapping"). Fields without mapping metadata keep their names.
+	fsch := physicalArrowSchema(data)
 	popts := []parquet.WriterProperty{
 		parquet.WithCompression(codec),
 		parquet.WithStoreDecimalAsInteger(true),
@@ -166,17 +172,20 @@ func NewWriter(ctx context.Context, w io.Writer, tbl *schema.StructType, opts Wr
 		switch f.Type {
 		case schema.Long, schema.Double, schema.Timestamp, schema.TimestampNTZ:
 			if !opts.DictionaryForAll {
-				popts = append(popts, parquet.WithDictionaryFor(f.Name, false))
+				popts = append(popts, parquet.WithDictionaryFor(physicalName(f), false))
 			}
 		}
 	}
 	props := parquet.NewWriterProperties(popts...)
 	cw := &countingWriter{w: w}
-	fw, err := pqarrow.NewFileWriter(asch, cw, props, pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(mem)))
+	fw, err := pqarrow.NewFileWriter(fsch, cw, props, pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(mem)))
 	if err != nil {
 		return nil, fmt.Errorf("parquetio: %w", err)
 	}
 	wr := &Writer{ctx: ctx, cw: cw, fw: fw, tableSch: tbl, dataSch: data, arrowSch: asch, opts: opts, mem: mem}
+	if !fsch.Equal(asch) {
+		wr.fileSch = fsch
+	}
 	if !opts.DisableStats {
 		wr.stats = newStatsCollector(data, opts)
 	}
@@ -207,6 +216,11 @@ func (w *Writer) Write(rec arrow.RecordBatch) error {
 		if err := w.stats.add(out); err != nil {
 			return err
 		}
+	}
+	if w.fileSch != nil {
+		phys := relabelRecord(out, w.fileSch)
+		defer phys.Release()
+		out = phys
 	}
 	// Keep row groups at most RowGroupRows rows.
 	var off int64
@@ -320,4 +334,76 @@ func fieldIndexFold(s *arrow.Schema, name string) int {
 // castArray is compute.CastArray with safe options.
 func castArray(ctx context.Context, arr arrow.Array, to arrow.DataType) (arrow.Array, error) {
 	return compute.CastArray(ctx, arr, compute.SafeCastOptions(to))
+}
+
+// physicalArrowSchema is schema.ToArrow(s) with every struct field (nested
+// ones too) named by its column-mapping physical name and carrying its
+// column id as Parquet field id.
+func physicalArrowSchema(s *schema.StructType) *arrow.Schema {
+	return arrow.NewSchema(physicalFields(s), nil)
+}
+
+func physicalFields(s *schema.StructType) []arrow.Field {
+	out := make([]arrow.Field, len(s.Fields))
+	for i, f := range s.Fields {
+		af := arrow.Field{Name: physicalName(f), Type: physicalType(f.Type), Nullable: f.Nullable}
+		if id, ok := columnMappingID(f); ok {
+			af.Metadata = arrow.NewMetadata([]string{fieldIDKey}, []string{strconv.FormatInt(id, 10)})
+		}
+		out[i] = af
+	}
+	return out
+}
+
+func physicalType(t schema.DataType) arrow.DataType {
+	switch t := t.(type) {
+	case *schema.StructType:
+		return arrow.StructOf(physicalFields(t)...)
+	case *schema.ArrayType:
+		return arrow.ListOfField(arrow.Field{Name: "element", Type: physicalType(t.ElementType), Nullable: t.ContainsNull})
+	case *schema.MapType:
+		return arrow.MapOfFields(
+			arrow.Field{Name: "key", Type: physicalType(t.KeyType)},
+			arrow.Field{Name: "value", Type: physicalType(t.ValueType), Nullable: t.ValueContainsNull})
+	}
+	return schema.ArrowType(t)
+}
+
+// relabelRecord returns rec with the (structurally identical) schema sch:
+// same buffers, only field names and metadata change.
+func relabelRecord(rec arrow.RecordBatch, sch *arrow.Schema) arrow.RecordBatch {
+	cols := make([]arrow.Array, rec.NumCols())
+	for i := range cols {
+		d := relabelData(rec.Column(i).Data(), sch.Field(i).Type)
+		cols[i] = array.MakeFromData(d)
+		d.Release()
+	}
+	out := array.NewRecordBatch(sch, cols, rec.NumRows())
+	for _, c := range cols {
+		c.Release()
+	}
+	return out
+}
+
+func relabelData(d arrow.ArrayData, t arrow.DataType) arrow.ArrayData {
+	var childTypes []arrow.DataType
+	switch t := t.(type) {
+	case *arrow.StructType:
+		for _, f := range t.Fields() {
+			childTypes = append(childTypes, f.Type)
+		}
+	case *arrow.ListType:
+		childTypes = []arrow.DataType{t.Elem()}
+	case *arrow.MapType:
+		childTypes = []arrow.DataType{t.Elem()}
+	}
+	children := make([]arrow.ArrayData, len(d.Children()))
+	for i, c := range d.Children() {
+		children[i] = relabelData(c, childTypes[i])
+	}
+	out := array.NewData(t, d.Len(), d.Buffers(), children, d.NullN(), d.Offset())
+	for _, c := range children {
+		c.Release()
+	}
+	return out
 }
