@@ -250,7 +250,10 @@ func (tx *Transaction) validate() error {
 				return fmt.Errorf("new metaData: partition column %q is not in the schema", c)
 			}
 		}
-		if old, err := tx.read.Schema(); err == nil {
+		// A commit that replaces every data file may change column types
+		// freely (the new files carry the new types: an overwrite, a table
+		// rewrite); otherwise old files stay and only widenings are allowed.
+		if old, err := tx.read.Schema(); err == nil && !tx.replacesAllFiles() {
 			if err := checkTypeChangesAllowed(old, st, &p, &m); err != nil {
 				return fmt.Errorf("new metaData: %w", err)
 			}
@@ -429,4 +432,22 @@ func (tx *Transaction) Commit(ctx context.Context, op string, params map[string]
 		}
 	}
 	return v, nil
+}
+
+// replacesAllFiles reports whether the transaction removes every data file
+// of the snapshot it read (the files it adds are then the whole table).
+func (tx *Transaction) replacesAllFiles() bool {
+	if tx.read == nil {
+		return true
+	}
+	removed := make(map[string]bool, len(tx.removes))
+	for _, r := range tx.removes {
+		removed[r.Path] = true
+	}
+	for _, a := range tx.read.Files() {
+		if !removed[a.Path] {
+			return false
+		}
+	}
+	return true
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/cdcsink/cdc-sink/delta/parquetio"
+	"github.com/cdcsink/cdc-sink/delta/schema"
 	"github.com/cdcsink/cdc-sink/normalize"
 	"github.com/cdcsink/cdc-sink/versioning"
 )
@@ -20,6 +21,11 @@ import (
 // later by schema evolution) read as nulls. Deleted rows are kept: callers
 // address rows by physical index.
 func (o *deltaOps) readColumns(ctx context.Context, st *state, fs *fileState, names []string) ([]arrow.Array, int64, error) {
+	return o.readColumnsAs(ctx, st.schema, fs, names)
+}
+
+// readColumnsAs is readColumns with an explicit read schema.
+func (o *deltaOps) readColumnsAs(ctx context.Context, sc *schema.StructType, fs *fileState, names []string) ([]arrow.Array, int64, error) {
 	path := fs.add.Path
 	key, err := o.tbl.DataFileKey(path)
 	if err != nil {
@@ -30,7 +36,7 @@ func (o *deltaOps) readColumns(ctx context.Context, st *state, fs *fileState, na
 		return nil, 0, err
 	}
 	defer f.Close()
-	rd, err := parquetio.ReadFile(ctx, f, size, st.schema, parquetio.ReadOptions{
+	rd, err := parquetio.ReadFile(ctx, f, size, sc, parquetio.ReadOptions{
 		Columns: names, PartitionValues: fs.add.PartitionValues, Name: path,
 		// big records, few concatenations (not the whole file: pqarrow
 		// reserves buffers for a full batch up front)

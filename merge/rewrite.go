@@ -3,11 +3,16 @@ package merge
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/cdcsink/cdc-sink/delta"
+	"github.com/cdcsink/cdc-sink/delta/schema"
 )
 
 // WideningMode says how a table follows a source column whose type widened
@@ -46,19 +51,46 @@ func ParseWideningMode(s string) (WideningMode, error) {
 // deletion vectors and the key index stay valid; each new file keeps its
 // predecessor's deletion vector. The old adds are returned (for removal, or
 // for revertSchema) and st.files point at the new ones.
-func (t *Table) rewriteFiles(ctx context.Context, p *plan, res *Result) (map[int32]*delta.Add, error) {
+func (t *Table) rewriteFiles(ctx context.Context, oldSchema *schema.StructType, p *plan, res *Result) (map[int32]*delta.Add, error) {
 	st := t.st
-	names := make([]string, len(st.schema.Fields))
-	for i, f := range st.schema.Fields {
-		names[i] = f.Name
+	// Files are read with the schema they were written under (a Delta reader
+	// rightly refuses long as double), then each column is converted to the
+	// new type: exactly where normalize.Widen's rule is exact, long→double
+	// rounding beyond 2^53 as documented.
+	var names []string
+	for _, f := range st.schema.Fields {
+		if fieldIndex(oldSchema, f.Name) >= 0 {
+			names = append(names, f.Name)
+		}
 	}
 	now := t.opts.Now()
 	old := make(map[int32]*delta.Add, len(st.files))
 	for id, fs := range st.files {
-		cols, rows, err := t.ops.readColumns(ctx, st, fs, names)
+		read, rows, err := t.ops.readColumnsAs(ctx, oldSchema, fs, names)
 		if err != nil {
-			return old, fmt.Errorf("rewrite %s with the widened schema: %w", fs.add.Path, err)
+			return old, fmt.Errorf("rewrite %s with the new schema: %w", fs.add.Path, err)
 		}
+		cols := make([]arrow.Array, len(st.schema.Fields))
+		for i, f := range st.schema.Fields {
+			want := st.arrow.Field(i).Type
+			j := slices.Index(names, f.Name)
+			switch {
+			case j < 0: // a column added with this schema change
+				cols[i] = array.MakeArrayOfNull(memory.DefaultAllocator, want, int(rows))
+			case arrow.TypeEqual(read[j].DataType(), want):
+				cols[i] = read[j]
+				cols[i].Retain()
+			default:
+				c, err := compute.CastArray(ctx, read[j], compute.UnsafeCastOptions(want))
+				if err != nil {
+					releaseAll(read)
+					releaseAll(cols)
+					return old, fmt.Errorf("rewrite %s: convert column %s from %s to %s: %w", fs.add.Path, f.Name, read[j].DataType(), want, err)
+				}
+				cols[i] = c
+			}
+		}
+		releaseAll(read)
 		rec := array.NewRecordBatch(st.arrow, cols, rows)
 		releaseAll(cols)
 		add, n, err := t.ops.writeData(ctx, st.schema, rec, now)

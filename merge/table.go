@@ -589,7 +589,7 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 	pre := &plan{}
 	if sc != nil && sc.rewrite {
 		// Before write(): its deletion vectors then apply to the new files.
-		sc.rewritten, err = t.rewriteFiles(ctx, pre, res)
+		sc.rewritten, err = t.rewriteFiles(ctx, sc.oldSchema, pre, res)
 		if err != nil {
 			return nil, err
 		}
