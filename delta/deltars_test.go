@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cdcsink/cdc-sink/internal/golden"
 	"math"
 	"net/url"
 	"os"
@@ -24,7 +25,7 @@ import (
 	"github.com/cdcsink/cdc-sink/delta/schema"
 )
 
-const goldenRoot = "/work/shared/delta-golden"
+var goldenRoot = golden.Dir()
 
 // deltaRS is one table as seen by delta-rs (scripts/deltars_inspect.py).
 type deltaRS struct {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cdcsink/cdc-sink/internal/golden"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -472,7 +473,7 @@ func TestAlterColumnCrashBeforeCommit(t *testing.T) {
 func TestAlterColumnGoldenPartitioned(t *testing.T) {
 	ctx := context.Background()
 	dir := filepath.Join(t.TempDir(), "t")
-	copyTree(t, "/work/shared/delta-golden/dv-partitioned-with-checkpoint", dir)
+	copyTree(t, golden.Path("dv-partitioned-with-checkpoint"), dir)
 	rsBefore := deltacheck.ReadDeltaRS(t, dir, "")
 	if _, err := AlterColumn(ctx, dir, "part", "long", AlterOptions{}); err == nil || !strings.Contains(err.Error(), "column part is a partition column") {
 		t.Fatalf("err = %v", err)

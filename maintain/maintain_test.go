@@ -2,6 +2,7 @@ package maintain
 
 import (
 	"context"
+	"github.com/cdcsink/cdc-sink/internal/golden"
 	"io"
 	"os"
 	"path/filepath"
@@ -65,7 +66,7 @@ func rows(t *testing.T, dir string) []string {
 // checkpoint: same rows for us and for delta-rs, no deletion vectors left.
 func TestOptimizeGoldenPartitionedDV(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "t")
-	copyTree(t, "/work/shared/delta-golden/dv-partitioned-with-checkpoint", dir)
+	copyTree(t, golden.Path("dv-partitioned-with-checkpoint"), dir)
 	before := rows(t, dir)
 	rsBefore := deltacheck.ReadDeltaRS(t, dir, "")
 	res, err := Optimize(context.Background(), dir, OptimizeOptions{})
@@ -109,7 +110,7 @@ func TestOptimizeGoldenPartitionedDV(t *testing.T) {
 }
 
 func TestPurgeRefusesNonCDCTable(t *testing.T) {
-	_, err := PurgeTombstones(context.Background(), "/work/shared/delta-golden/basic-decimal-table", PurgeOptions{OlderThan: 1})
+	_, err := PurgeTombstones(context.Background(), golden.Path("basic-decimal-table"), PurgeOptions{OlderThan: 1})
 	if err == nil || !strings.Contains(err.Error(), "not a cdc-sink table") {
 		t.Fatalf("err = %v", err)
 	}

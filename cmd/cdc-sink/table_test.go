@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/cdcsink/cdc-sink/internal/golden"
 	"os"
 	"path/filepath"
 	"sort"
@@ -203,7 +204,7 @@ func TestTableShowGolden(t *testing.T) {
 		"data-reader-map", "data-reader-array-primitives", "data-reader-nested-struct", "data-reader-partition-values", "dv-with-columnmapping",
 		"kernel-timestamp-INT96", "data-reader-timestamp_ntz", "multi-part-checkpoint"} {
 		t.Run(name, func(t *testing.T) {
-			dir := filepath.Join("/work/shared/delta-golden", name)
+			dir := golden.Path(name)
 			if _, err := os.Stat(dir); err != nil {
 				t.Fatalf("golden table missing: %v", err)
 			}

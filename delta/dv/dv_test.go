@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"github.com/cdcsink/cdc-sink/internal/golden"
 	"hash/crc32"
 	"os"
 	"path/filepath"
@@ -17,7 +18,7 @@ import (
 	"github.com/google/uuid"
 )
 
-const goldenDir = "/work/shared/delta-golden"
+var goldenDir = golden.Dir()
 
 func TestZ85Vectors(t *testing.T) {
 	cases := []struct {

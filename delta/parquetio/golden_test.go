@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"github.com/cdcsink/cdc-sink/internal/golden"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -19,7 +20,7 @@ import (
 	"github.com/cdcsink/cdc-sink/delta/schema"
 )
 
-const goldenDir = "/work/shared/delta-golden"
+var goldenDir = golden.Dir()
 
 type goldenFile struct {
 	Path            string // relative, decoded

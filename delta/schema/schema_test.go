@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"errors"
+	"github.com/cdcsink/cdc-sink/internal/golden"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,7 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 )
 
-const goldenDir = "/work/shared/delta-golden"
+var goldenDir = golden.Dir()
 
 // goldenSchemas returns every distinct metaData.schemaString in the golden tables' JSON logs.
 func goldenSchemas(t testing.TB) map[string]string {
