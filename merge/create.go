@@ -43,6 +43,12 @@ func (t *Table) create(ctx context.Context, first *normalize.Change) error {
 	if err != nil {
 		return fmt.Errorf("create table %s: %w", t.dir, err)
 	}
+	var maxColumnID int64
+	if t.opts.ColumnMapping == ColumnMappingName {
+		if sc, maxColumnID, err = schema.AssignColumnMapping(sc, 0); err != nil {
+			return fmt.Errorf("create table %s: %w", t.dir, err)
+		}
+	}
 	now := t.opts.Now()
 	id := first.Table
 	meta := &delta.Metadata{
@@ -66,6 +72,12 @@ func (t *Table) create(ctx context.Context, first *normalize.Change) error {
 	if usesNTZ(sc) {
 		proto.ReaderFeatures = append(proto.ReaderFeatures, "timestampNtz")
 		proto.WriterFeatures = append(proto.WriterFeatures, "timestampNtz")
+	}
+	if t.opts.ColumnMapping == ColumnMappingName {
+		meta.Configuration["delta.columnMapping.mode"] = "name"
+		meta.Configuration[schema.MaxColumnIDProperty] = strconv.FormatInt(maxColumnID, 10)
+		proto.ReaderFeatures = append(proto.ReaderFeatures, "columnMapping")
+		proto.WriterFeatures = append(proto.WriterFeatures, "columnMapping")
 	}
 	if err := t.ops.create(ctx, meta, proto); err != nil {
 		return fmt.Errorf("create table %s: %w", t.dir, err)
@@ -221,7 +233,11 @@ func (t *Table) evolve(changes []*normalize.Change) (*schemaChange, error) {
 			}
 		}
 		cur = &schema.StructType{Fields: keep}
-		rewrite = true // the files drop the column too (no column mapping here)
+		// Column-mapped tables drop by metadata (files are read by physical
+		// name, so the old values never come back); others rewrite the files.
+		if !columnMapped(st.meta) {
+			rewrite = true
+		}
 	}
 	readded := false
 	for _, f := range added {
@@ -239,6 +255,17 @@ func (t *Table) evolve(changes []*normalize.Change) (*schemaChange, error) {
 	}
 	sc := &schemaChange{oldMeta: st.meta, oldProto: st.proto, oldSchema: st.schema, added: addedNames, widened: widened, rewrite: rewrite}
 	meta := *st.meta
+	if columnMapped(st.meta) {
+		// new columns (and nested fields) get ids and physical names
+		maxID, _ := strconv.ParseInt(st.meta.Configuration[schema.MaxColumnIDProperty], 10, 64)
+		mapped, next, err := schema.AssignColumnMapping(ns, maxID)
+		if err != nil {
+			return nil, fmt.Errorf("table %s: %w", t.dir, err)
+		}
+		ns = mapped
+		meta.Configuration = maps.Clone(meta.Configuration)
+		meta.Configuration[schema.MaxColumnIDProperty] = strconv.FormatInt(next, 10)
+	}
 	meta.SchemaString = ns.String()
 	if metaOnly {
 		meta.Configuration = maps.Clone(meta.Configuration)
@@ -387,4 +414,28 @@ func (t *Table) droppedColumns(changes []*normalize.Change, cur *schema.StructTy
 		rec[f.Name] = newest.Version.String()
 	}
 	return rec, now
+}
+
+// Column mapping of new tables (Options.ColumnMapping).
+const (
+	ColumnMappingNone = "none" // columns are stored under their names (default)
+	// ColumnMappingName: Delta column mapping mode "name" — Parquet columns
+	// get stable physical names, so a dropped column is dropped by metadata
+	// alone (schema.on_drop_column=drop) and never resurrected.
+	ColumnMappingName = "name"
+)
+
+// ParseColumnMapping validates a configured mode ("" = none).
+func ParseColumnMapping(s string) (string, error) {
+	switch s {
+	case "", ColumnMappingNone:
+		return ColumnMappingNone, nil
+	case ColumnMappingName:
+		return s, nil
+	}
+	return "", fmt.Errorf("unknown column mapping mode %q (want none or name)", s)
+}
+
+func columnMapped(m *delta.Metadata) bool {
+	return m.Configuration["delta.columnMapping.mode"] == ColumnMappingName
 }

@@ -57,6 +57,9 @@ type Options struct {
 	Widening WideningMode
 	// OnDropColumn says what happens to a column the source dropped ("" = DropKeep).
 	OnDropColumn DropMode
+	// ColumnMapping of tables this sink creates: ColumnMappingNone (default)
+	// or ColumnMappingName. Existing tables keep theirs.
+	ColumnMapping string
 	// Fault, when set, is called at each step of a commit ("data-written",
 	// "dv-written", "before-commit", "after-commit"); an error aborts Apply
 	// there, as a crash would. For crash-safety tests.

@@ -89,8 +89,9 @@ func storageFromEnv(getenv func(string) string) (delta.StorageOptions, error) {
 
 // SchemaConf says how tables follow the source's DDL (docs/types.md, "Type changes").
 type SchemaConf struct {
-	Widening     string `yaml:"widening" doc:"rewrite|type_widening|off: how a column whose source type widened is followed"`
-	OnDropColumn string `yaml:"on_drop_column" doc:"keep|drop: what happens to a table column the source dropped"`
+	Widening      string `yaml:"widening" doc:"rewrite|type_widening|off: how a column whose source type widened is followed"`
+	OnDropColumn  string `yaml:"on_drop_column" doc:"keep|drop: what happens to a table column the source dropped"`
+	ColumnMapping string `yaml:"column_mapping" doc:"none|name: Delta column mapping of new tables (name: drops are metadata-only)"`
 }
 
 // KafkaConf configures the consumer.
@@ -162,7 +163,7 @@ func defaultConfig() Config {
 		HTTP:   HTTPConf{Listen: "127.0.0.1:8081"},
 		Log:    LogConf{Level: "info", Format: "json"},
 		Merge:  MergeConf{Truncate: "apply", ShutdownGrace: 30 * time.Second},
-		Schema: SchemaConf{Widening: string(merge.WidenRewrite), OnDropColumn: string(merge.DropKeep)},
+		Schema: SchemaConf{Widening: string(merge.WidenRewrite), OnDropColumn: string(merge.DropKeep), ColumnMapping: merge.ColumnMappingNone},
 	}
 }
 
@@ -495,6 +496,9 @@ func (c *Config) validate() error {
 	}
 	if _, err := merge.ParseDropMode(c.Schema.OnDropColumn); err != nil {
 		return bad("schema.on_drop_column", "%v", err)
+	}
+	if _, err := merge.ParseColumnMapping(c.Schema.ColumnMapping); err != nil {
+		return bad("schema.column_mapping", "%v", err)
 	}
 	switch c.Merge.Truncate {
 	case "apply", "ignore":

@@ -36,6 +36,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	registry := fs.String("registry", "", "Confluent-compatible schema registry URL (Avro records)")
 	foreign := fs.Bool("allow-foreign-sink", false, "write even if the table belongs to another sink name")
 	quiet := fs.Bool("quiet", false, "no progress line")
+	colMap := fs.String("column-mapping", merge.ColumnMappingNone, "none | name: Delta column mapping of a table this replay creates")
 	onDrop := fs.String("on-drop-column", string(merge.DropKeep), "keep | drop: what happens to a table column the source dropped")
 	widening := fs.String("widening", string(merge.WidenRewrite), "rewrite | type_widening | off: how a column whose source type widened is followed (docs/types.md)")
 	if err := fs.Parse(args); err != nil {
@@ -65,6 +66,10 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return fmt.Errorf("--on-drop-column: %w", err)
 	}
+	cmode, err := merge.ParseColumnMapping(*colMap)
+	if err != nil {
+		return fmt.Errorf("--column-mapping: %w", err)
+	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	qw, closeQ, err := replayQuarantine(*qfile)
 	if err != nil {
@@ -75,6 +80,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		Sink:             *sink,
 		Widening:         wmode,
 		OnDropColumn:     dmode,
+		ColumnMapping:    cmode,
 		Route:            func(topic string) (string, bool) { return *table, !isControlTopic(topic) },
 		KeyColumns:       kc,
 		Quarantine:       qw,

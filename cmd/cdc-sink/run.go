@@ -107,14 +107,15 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 			}
 			return tmpl(topic)
 		},
-		KeyColumns:   cfg.Table.KeyColumns,
-		Registry:     reg,
-		Quarantine:   qw,
-		Truncate:     merge.TruncateMode(cfg.Merge.Truncate),
-		Widening:     merge.WideningMode(cfg.Schema.Widening),
-		OnDropColumn: merge.DropMode(cfg.Schema.OnDropColumn),
-		Logger:       logger,
-		Observer:     m,
+		KeyColumns:    cfg.Table.KeyColumns,
+		Registry:      reg,
+		Quarantine:    qw,
+		Truncate:      merge.TruncateMode(cfg.Merge.Truncate),
+		Widening:      merge.WideningMode(cfg.Schema.Widening),
+		OnDropColumn:  merge.DropMode(cfg.Schema.OnDropColumn),
+		ColumnMapping: cfg.Schema.ColumnMapping,
+		Logger:        logger,
+		Observer:      m,
 	}
 	p, ts, err := buildPipeline(setup)
 	if err != nil {

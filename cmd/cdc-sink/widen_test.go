@@ -345,8 +345,12 @@ func TestReplayIncompatibleTypeChange(t *testing.T) {
 func TestReplayDropColumn(t *testing.T) {
 	full := []dbzField{{Name: "id", Type: "int64"}, {Name: "qty", Type: "int32"}, {Name: "name", Type: "string"}}
 	less := []dbzField{{Name: "id", Type: "int64"}, {Name: "name", Type: "string"}}
-	for _, mode := range []string{"keep", "drop"} {
-		t.Run(mode, func(t *testing.T) {
+	for _, variant := range []string{"keep", "drop", "drop/column-mapping"} {
+		mode, colmap := variant, "none"
+		if variant == "drop/column-mapping" {
+			mode, colmap = "drop", "name"
+		}
+		t.Run(variant, func(t *testing.T) {
 			tmp := t.TempDir()
 			in := filepath.Join(tmp, "in.jsonl")
 			writeKcatLines(t, in,
@@ -360,9 +364,12 @@ func TestReplayDropColumn(t *testing.T) {
 			)
 			table := filepath.Join(tmp, "t")
 			code, out, errOut := runCLI(t, "replay", "--from-file", in, "--table", table, "--quarantine-file", filepath.Join(tmp, "q.jsonl"),
-				"--sink-name", "d", "--batch-records", "2", "--on-drop-column", mode, "--quiet")
+				"--sink-name", "d", "--batch-records", "2", "--on-drop-column", mode, "--column-mapping", colmap, "--quiet")
 			if code != 0 || !strings.Contains(out, "3 live rows") || !strings.Contains(out, " 0 quarantined") {
 				t.Fatalf("replay: exit %d\n%s\n%s", code, out, errOut)
+			}
+			if colmap == "name" {
+				checkMetadataOnlyDrop(t, table)
 			}
 			tb := deltacheck.ReadDeltaRS(t, table, "")
 			hasQty := slices.Contains(tb.Columns, "qty")
@@ -383,7 +390,7 @@ func TestReplayDropColumn(t *testing.T) {
 			in2 := filepath.Join(tmp, "in2.jsonl")
 			writeKcatLines(t, in2,
 				dbzRecord(5, "u", 105, full, nil, map[string]any{"id": 3, "qty": 9, "name": "c"}, map[string]any{"id": 3}))
-			code, out, errOut = runCLI(t, "replay", "--from-file", in2, "--table", table, "--sink-name", "d", "--on-drop-column", mode, "--quiet")
+			code, out, errOut = runCLI(t, "replay", "--from-file", in2, "--table", table, "--sink-name", "d", "--on-drop-column", mode, "--column-mapping", colmap, "--quiet")
 			if code != 0 {
 				t.Fatalf("replay: exit %d\n%s\n%s", code, out, errOut)
 			}
@@ -393,4 +400,58 @@ func TestReplayDropColumn(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkMetadataOnlyDrop: a column-mapped table (mode name, physical names
+// col-…) dropped its column in a commit that removed no data file.
+func checkMetadataOnlyDrop(t *testing.T, dir string) {
+	t.Helper()
+	snap, err := delta.OpenTable(delta.NewLocalStorage(dir), "").Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := snap.Config("delta.columnMapping.mode"); m != "name" || !slices.Contains(snap.Protocol().WriterFeatures, "columnMapping") {
+		t.Fatalf("table is not column-mapped: mode %q, protocol %+v", m, snap.Protocol())
+	}
+	sc, _ := snap.Schema()
+	if f, _ := sc.Field("name"); f == nil || !strings.HasPrefix(fmt.Sprint(f.Metadata["delta.columnMapping.physicalName"]), "col-") {
+		t.Fatalf("column name has no physical name: %v", f)
+	}
+	logs, err := filepath.Glob(filepath.Join(dir, "_delta_log", "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range logs {
+		b, err := os.ReadFile(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), "droppedColumns") {
+			continue
+		}
+		// removes are allowed only as deletion-vector swaps (the same path added back)
+		added, removed := map[string]bool{}, []string{}
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var a struct {
+				Add    *struct{ Path string } `json:"add"`
+				Remove *struct{ Path string } `json:"remove"`
+			}
+			if err := json.Unmarshal([]byte(line), &a); err != nil {
+				t.Fatal(err)
+			}
+			if a.Add != nil {
+				added[a.Add.Path] = true
+			}
+			if a.Remove != nil {
+				removed = append(removed, a.Remove.Path)
+			}
+		}
+		for _, r := range removed {
+			if !added[r] {
+				t.Fatalf("%s: the drop commit rewrote %s (want a metadata-only drop)", filepath.Base(l), r)
+			}
+		}
+		return
+	}
+	t.Fatal("no commit dropped a column")
 }

@@ -26,6 +26,7 @@ type sinkSetup struct {
 	Truncate         merge.TruncateMode
 	Widening         merge.WideningMode
 	OnDropColumn     merge.DropMode
+	ColumnMapping    string
 	AllowForeignSink bool
 	Logger           *slog.Logger
 	Observer         pipeline.Observer
@@ -45,7 +46,7 @@ func (ts *tableSet) open(ctx context.Context, dir string) (*merge.Table, error) 
 		return t, nil
 	}
 	t, err := merge.Open(ctx, dir, merge.Options{
-		Sink: ts.setup.Sink, Truncate: ts.setup.Truncate, Widening: ts.setup.Widening, OnDropColumn: ts.setup.OnDropColumn, StorageOptions: storageOpts, AllowForeignSink: ts.setup.AllowForeignSink,
+		Sink: ts.setup.Sink, Truncate: ts.setup.Truncate, Widening: ts.setup.Widening, OnDropColumn: ts.setup.OnDropColumn, ColumnMapping: ts.setup.ColumnMapping, StorageOptions: storageOpts, AllowForeignSink: ts.setup.AllowForeignSink,
 		Logger: ts.setup.Logger,
 	})
 	if err != nil {
