@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"syscall"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -76,7 +77,7 @@ func (s *Store) classify(ctx context.Context, op, key string, err error) error {
 	}
 	var af *azidentity.AuthenticationFailedError
 	if errors.As(err, &af) {
-		e.Reason = "could not get a token (check the identity, its tenant and client id, and that the token has not expired)"
+		e.Reason = "could not get a token (check the identity, its tenant and client id, and that the token has not expired): " + firstLine(err.Error())
 		e.Err = errPermanent
 		if af.RawResponse != nil && retryableStatus(af.RawResponse.StatusCode) {
 			e.Reason = "the identity endpoint is unavailable"
@@ -87,7 +88,7 @@ func (s *Store) classify(ctx context.Context, op, key string, err error) error {
 	}
 	var cu interface{ NonRetriable() }
 	if errors.As(err, &cu) && !isNetwork(err) {
-		e.Reason = "no usable credential: " + redactErr(err)
+		e.Reason = "no usable credential: " + firstLine(redactErr(err))
 		e.Err = errPermanent
 		return e
 	}
@@ -181,4 +182,16 @@ func redactErr(err error) string {
 		return ue.Op + " " + redactURL(ue.URL) + ": " + ue.Err.Error()
 	}
 	return err.Error()
+}
+
+// firstLine is the first line of s, at most 300 bytes (azidentity's
+// messages go on with troubleshooting links and response dumps).
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return strings.TrimSpace(s)
 }

@@ -47,6 +47,9 @@ type Server struct {
 func Binary(t testing.TB) string {
 	t.Helper()
 	if p := os.Getenv("CDC_SINK_AZURITE"); p != "" {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("CDC_SINK_AZURITE: %v", err)
+		}
 		return p
 	}
 	_, file, _, _ := runtime.Caller(0)
