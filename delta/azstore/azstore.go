@@ -528,7 +528,9 @@ func (s *Store) WalkFiles(ctx context.Context, dir string) ([]delta.FileInfo, er
 		root = s.prefix + "/"
 	}
 	var out []delta.FileInfo
-	pager := s.client.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix})
+	// Metadata: on a hierarchical namespace account directories are blobs
+	// too, marked hdi_isfolder; they are not files to vacuum.
+	pager := s.client.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix, Include: container.ListBlobsInclude{Metadata: true}})
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
 		if err != nil {
@@ -542,6 +544,9 @@ func (s *Store) WalkFiles(ctx context.Context, dir string) ([]delta.FileInfo, er
 				continue
 			}
 			fi := delta.FileInfo{Name: path.Base(*it.Name), Key: strings.TrimPrefix(*it.Name, root)}
+			if isFolder(it.Metadata) {
+				continue
+			}
 			if p := it.Properties; p != nil {
 				if p.ResourceType != nil && *p.ResourceType == "directory" {
 					continue
@@ -557,6 +562,16 @@ func (s *Store) WalkFiles(ctx context.Context, dir string) ([]delta.FileInfo, er
 		}
 	}
 	return out, nil
+}
+
+// isFolder reports the metadata of an ADLS Gen2 directory blob.
+func isFolder(md map[string]*string) bool {
+	for k, v := range md {
+		if strings.EqualFold(k, "hdi_isfolder") && v != nil && strings.EqualFold(*v, "true") {
+			return true
+		}
+	}
+	return false
 }
 
 // upload writes data; objects larger than BlockSize are staged in blocks
@@ -590,9 +605,9 @@ func (s *Store) PutIfAbsent(ctx context.Context, key string, data []byte) error 
 		return err
 	}
 	rctx := policy.WithRetryOptions(ctx, policy.RetryOptions{MaxRetries: -1, TryTimeout: retryOptions.TryTimeout})
-	any := azcore.ETagAny
+	anyETag := azcore.ETagAny
 	err := s.upload(rctx, "put-if-absent", key, data, &blob.AccessConditions{
-		ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: &any},
+		ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: &anyETag},
 	})
 	return err
 }

@@ -78,36 +78,36 @@ func TestClassify(t *testing.T) {
 	)
 	cases := []struct {
 		name   string
-		f      scripted
+		f      *scripted
 		op     func(s *Store) error
 		want   want
 		msg    string
 		maxTry int32 // how many requests at most (bounded retries)
 	}{
-		{"503 ServerBusy", scripted{status: 503, code: "ServerBusy"}, get, transient, "busy", 3},
-		{"500 InternalError", scripted{status: 500, code: "InternalError"}, put, transient, "busy", 3},
-		{"500 OperationTimedOut", scripted{status: 500, code: "OperationTimedOut"}, stat, transient, "busy", 3},
-		{"429", scripted{status: 429, code: "TooManyRequests"}, list, transient, "busy", 3},
-		{"connection reset", scripted{err: &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}}, get, transient, "connection reset", 3},
-		{"unexpected EOF", scripted{err: io.ErrUnexpectedEOF}, stat, transient, "no complete answer", 3},
-		{"timeout", scripted{err: timeoutErr{}}, get, transient, "no complete answer", 3},
+		{"503 ServerBusy", &scripted{status: 503, code: "ServerBusy"}, get, transient, "busy", 3},
+		{"500 InternalError", &scripted{status: 500, code: "InternalError"}, put, transient, "busy", 3},
+		{"500 OperationTimedOut", &scripted{status: 500, code: "OperationTimedOut"}, stat, transient, "busy", 3},
+		{"429", &scripted{status: 429, code: "TooManyRequests"}, list, transient, "busy", 3},
+		{"connection reset", &scripted{err: &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}}, get, transient, "connection reset", 3},
+		{"unexpected EOF", &scripted{err: io.ErrUnexpectedEOF}, stat, transient, "no complete answer", 3},
+		{"timeout", &scripted{err: timeoutErr{}}, get, transient, "no complete answer", 3},
 		// a commit is never retried by the SDK: one request, then transient
-		{"timeout on commit", scripted{err: timeoutErr{}}, putIfAbsent, transient, "no complete answer", 1},
-		{"503 on commit", scripted{status: 503, code: "ServerBusy"}, putIfAbsent, transient, "busy", 1},
-		{"404 BlobNotFound", scripted{status: 404, code: "BlobNotFound"}, get, notFound, "no such object", 1},
-		{"404 HEAD", scripted{status: 404}, stat, notFound, "no such object", 1},
-		{"404 ContainerNotFound", scripted{status: 404, code: "ContainerNotFound"}, get, permanent, `container "cont" does not exist`, 1},
-		{"409 BlobAlreadyExists", scripted{status: 409, code: "BlobAlreadyExists"}, putIfAbsent, exists, "already exists", 1},
-		{"412 ConditionNotMet", scripted{status: 412, code: "ConditionNotMet"}, putIfAbsent, exists, "already exists", 1},
-		{"403 AuthorizationPermissionMismatch", scripted{status: 403, code: "AuthorizationPermissionMismatch"}, put, permanent, "Storage Blob Data Contributor", 1},
-		{"403 AuthenticationFailed", scripted{status: 403, code: "AuthenticationFailed"}, get, permanent, "authentication failed", 1},
-		{"401 expired token", scripted{status: 401, code: "InvalidAuthenticationInfo"}, list, permanent, "expired", 1},
-		{"400 other", scripted{status: 400, code: "InvalidHeaderValue"}, put, permanent, "refused", 1},
+		{"timeout on commit", &scripted{err: timeoutErr{}}, putIfAbsent, transient, "no complete answer", 1},
+		{"503 on commit", &scripted{status: 503, code: "ServerBusy"}, putIfAbsent, transient, "busy", 1},
+		{"404 BlobNotFound", &scripted{status: 404, code: "BlobNotFound"}, get, notFound, "no such object", 1},
+		{"404 HEAD", &scripted{status: 404}, stat, notFound, "no such object", 1},
+		{"404 ContainerNotFound", &scripted{status: 404, code: "ContainerNotFound"}, get, permanent, `container "cont" does not exist`, 1},
+		{"409 BlobAlreadyExists", &scripted{status: 409, code: "BlobAlreadyExists"}, putIfAbsent, exists, "already exists", 1},
+		{"412 ConditionNotMet", &scripted{status: 412, code: "ConditionNotMet"}, putIfAbsent, exists, "already exists", 1},
+		{"403 AuthorizationPermissionMismatch", &scripted{status: 403, code: "AuthorizationPermissionMismatch"}, put, permanent, "Storage Blob Data Contributor", 1},
+		{"403 AuthenticationFailed", &scripted{status: 403, code: "AuthenticationFailed"}, get, permanent, "authentication failed", 1},
+		{"401 expired token", &scripted{status: 401, code: "InvalidAuthenticationInfo"}, list, permanent, "expired", 1},
+		{"400 other", &scripted{status: 400, code: "InvalidHeaderValue"}, put, permanent, "refused", 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			f := c.f
-			s := fakeStore(t, &f)
+			s := fakeStore(t, f)
 			err := c.op(s)
 			if err == nil {
 				t.Fatal("no error")
