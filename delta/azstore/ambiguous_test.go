@@ -36,8 +36,10 @@ func TestPerTryTimeoutIsTransient(t *testing.T) {
 		t.Fatal(err)
 	}
 	for op, f := range map[string]func() error{
-		"put-if-absent": func() error { return s.PutIfAbsent(context.Background(), "_delta_log/00000000000000000001.json", []byte("{}")) },
-		"get":           func() error { _, err := s.Get(context.Background(), "x"); return err },
+		"put-if-absent": func() error {
+			return s.PutIfAbsent(context.Background(), "_delta_log/00000000000000000001.json", []byte("{}"))
+		},
+		"get": func() error { _, err := s.Get(context.Background(), "x"); return err },
 	} {
 		h.calls.Store(0)
 		err := f()
