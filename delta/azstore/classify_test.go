@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -21,12 +22,16 @@ type scripted struct {
 	status int
 	code   string
 	err    error // a transport failure instead of a response
+	urlErr bool  // wrap err in a *url.Error naming the request URL, as net/http does
 	calls  atomic.Int32
 }
 
 func (f *scripted) Do(req *http.Request) (*http.Response, error) {
 	f.calls.Add(1)
 	if f.err != nil {
+		if f.urlErr {
+			return nil, &url.Error{Op: req.Method, URL: req.URL.String(), Err: f.err}
+		}
 		return nil, f.err
 	}
 	h := http.Header{}
@@ -233,4 +238,25 @@ func TestOpenSendsNothing(t *testing.T) {
 	if n := f.calls.Load(); n != 0 {
 		t.Errorf("Open sent %d requests", n)
 	}
+}
+
+// A SAS token travels in the query; no error message may show it.
+func TestSASNotInMessages(t *testing.T) {
+	f := &scripted{err: timeoutErr{}, urlErr: true}
+	fakeStore(t, f)
+	t.Setenv("AZURE_STORAGE_KEY", "")
+	t.Setenv("AZURE_STORAGE_SAS_TOKEN", "sv=2024-01-01&sp=racwdl&sig=U0VDUkVUU0lH")
+	l, _ := delta.ParseLocation("az://cont/root")
+	s, err := Open(context.Background(), l, delta.AzureOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.Put(context.Background(), "k", []byte("x"))
+	if !delta.IsTransient(err) || strings.Contains(err.Error(), "U0VDUkVUU0lH") || strings.Contains(err.Error(), "sig=") {
+		t.Fatalf("%v: want transient without the SAS", err)
+	}
+	if !strings.Contains(err.Error(), "acct.blob.core.windows.net/cont/root") {
+		t.Errorf("%v: want the blob's URL path", err)
+	}
+	t.Log(err)
 }
