@@ -299,3 +299,48 @@ func checkPermanent(t *testing.T, what string, err error, msg string) {
 		t.Logf("%s: %v", what, err)
 	}
 }
+
+// Racing staged uploads (each larger than a block): the condition on the
+// block list commit lets exactly one in, and the object is that writer's
+// whole, never blocks mixed from two writers.
+func TestStagedPutIfAbsentRace(t *testing.T) {
+	_, opts := setup(t)
+	s := openAt(t, "az://lake/stagedrace", opts)
+	ctx := context.Background()
+	const racers = 4
+	bodies := make([][]byte, racers)
+	for i := range bodies {
+		bodies[i] = bytes.Repeat([]byte{byte('a' + i)}, azstore.BlockSize+azstore.BlockSize/2)
+	}
+	errs := make([]error, racers)
+	var start, done sync.WaitGroup
+	start.Add(1)
+	for i := range racers {
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			start.Wait()
+			errs[i] = s.PutIfAbsent(ctx, "big.parquet", bodies[i])
+		}()
+	}
+	start.Done()
+	done.Wait()
+	winner := -1
+	for i, err := range errs {
+		if err == nil {
+			if winner >= 0 {
+				t.Fatalf("writers %d and %d both won", winner, i)
+			}
+			winner = i
+		} else if !delta.IsExists(err) {
+			t.Fatalf("loser %d: %v", i, err)
+		}
+	}
+	if winner < 0 {
+		t.Fatal("no winner")
+	}
+	got, err := s.Get(ctx, "big.parquet")
+	if err != nil || !bytes.Equal(got, bodies[winner]) {
+		t.Fatalf("object is not writer %d's (%d bytes, %v)", winner, len(got), err)
+	}
+}
