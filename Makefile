@@ -49,7 +49,7 @@ lint: fmt-check vet $(STATICCHECK) ## gofmt check, go vet, staticcheck
 	$(STATICCHECK) $(PKGS)
 
 .PHONY: unit
-unit: venv stack-pg ## go test -race (Delta read-back checks use the venv; verify/slots tests use Postgres)
+unit: venv stack-pg azurite ## go test -race (Delta read-back checks use the venv; verify/slots tests use Postgres; Azure tests Azurite)
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 
 .PHONY: test
@@ -114,6 +114,10 @@ fixtures-real: ## regenerate envelope/testdata/real from a private fresh stack
 .PHONY: venv
 venv: ## Python venv with the independent Delta readers and Kafka clients (.venv)
 	scripts/venv.sh
+
+.PHONY: azurite
+azurite: ## Azurite, the Azure Storage emulator, from npm into .cache/azurite (Azure backend tests)
+	scripts/azurite.sh >/dev/null
 
 .PHONY: docker
 docker: ## docker build -t cdc-sink . (needs a Docker engine)

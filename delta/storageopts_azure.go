@@ -6,4 +6,7 @@ type AzureOptions struct {
 	// Endpoint overrides the service endpoint (an emulator or a compatible
 	// store); empty: the SDK's resolution.
 	Endpoint string
+	// Account is the storage account of az:// locations (abfss:// names it
+	// in the host); empty: AZURE_STORAGE_ACCOUNT, then the connection string's.
+	Account string
 }

@@ -9,11 +9,14 @@ floats as JSON numbers. Used by Go tests to check that our tables read back
 identically through an independent reader.
 
 usage: deltars_rows.py TABLE_DIR [--where SQL_PREDICATE]
+TABLE_DIR may be an object store URL; CDC_SINK_DELTARS_STORAGE_OPTIONS (a
+JSON object) is then passed to delta-rs as storage_options.
 """
 import base64
 import datetime
 import decimal
 import json
+import os
 import sys
 
 import pyarrow as pa
@@ -48,7 +51,8 @@ def main():
     where = None
     if len(sys.argv) > 3 and sys.argv[2] == "--where":
         where = sys.argv[3]
-    dt = DeltaTable(path)
+    opts = json.loads(os.environ.get("CDC_SINK_DELTARS_STORAGE_OPTIONS") or "{}")
+    dt = DeltaTable(path, storage_options=opts or None)
     sql = "SELECT * FROM t" + (f" WHERE {where}" if where else "")
     reader = QueryBuilder().register("t", dt).execute(sql)
     # delta-rs returns an arro3 reader; pyarrow takes it via the C stream interface.

@@ -53,6 +53,7 @@ type StorageConf struct {
 	} `yaml:"s3"`
 	Azure struct {
 		Endpoint string `yaml:"endpoint" doc:"Azure Blob endpoint override (Azurite: http://127.0.0.1:10000/devstoreaccount1)"`
+		Account  string `yaml:"account" doc:"Azure storage account of az:// locations; default: AZURE_STORAGE_ACCOUNT"`
 	} `yaml:"azure"`
 	GCS struct {
 		Endpoint string `yaml:"endpoint" doc:"GCS endpoint override (an emulator); default: the SDK's (STORAGE_EMULATOR_HOST)"`
@@ -62,7 +63,7 @@ type StorageConf struct {
 func (c StorageConf) options() delta.StorageOptions {
 	return delta.StorageOptions{
 		S3:    delta.S3Options{Endpoint: c.S3.Endpoint, Region: c.S3.Region, PathStyle: c.S3.PathStyle},
-		Azure: delta.AzureOptions{Endpoint: c.Azure.Endpoint},
+		Azure: delta.AzureOptions{Endpoint: c.Azure.Endpoint, Account: c.Azure.Account},
 		GCS:   delta.GCSOptions{Endpoint: c.GCS.Endpoint},
 	}
 }

@@ -16,6 +16,9 @@ func TestTableLocationsRefusedBeforeWriting(t *testing.T) {
 	ctx := context.Background()
 	cwd := t.TempDir()
 	t.Chdir(cwd)
+	for _, k := range []string{"AZURE_STORAGE_ACCOUNT", "AZURE_STORAGE_CONNECTION_STRING", "CDC_SINK_STORAGE_AZURE_ACCOUNT"} {
+		t.Setenv(k, "") // az:// without an account is refused before any request
+	}
 	input := filepath.Join(t.TempDir(), "in.jsonl") // outside cwd: cwd must stay empty
 	line := `{"topic":"dbz.public.orders","partition":0,"offset":0,"key":"{\"id\":1}","payload":"{\"op\":\"c\",\"after\":{\"id\":1},\"source\":{\"lsn\":1}}"}` + "\n"
 	if err := os.WriteFile(input, []byte(line), 0o600); err != nil {
@@ -29,9 +32,9 @@ func TestTableLocationsRefusedBeforeWriting(t *testing.T) {
 		{[]string{"replay", "--table", "foo://x", "--from-file", input}, `unsupported scheme "foo"`},
 		{[]string{"replay", "--table", "s3:/lake/orders", "--from-file", input}, "malformed URL"},
 		{[]string{"replay", "--table", "hdfs://nn/lake/orders", "--from-file", input}, `unsupported scheme "hdfs"`},
-		{[]string{"table", "info", "abfss://c@acct.dfs.core.windows.net/orders"}, "not built yet"},
+		{[]string{"table", "info", "abfss://c@acct.example.com/orders"}, "want account.dfs.core.windows.net"},
 		{[]string{"table", "show", "gs://lake/orders"}, "not built yet"},
-		{[]string{"diff", "lake/a", "az://c/orders"}, "not built yet"},
+		{[]string{"diff", "lake/a", "az://c/orders"}, "az:// names no storage account"},
 		{[]string{"verify", "--source-table", "public.orders", "--table", "s3a://lake/orders"}, "not built yet"},
 		{[]string{"quarantine", "redrive", "--file", input, "--table", "s3://lake/orders", "--requarantine", "r.jsonl"}, "not built yet"},
 		{[]string{"demo", "--dir", "s3://lake"}, "not built yet"},
