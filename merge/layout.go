@@ -290,21 +290,7 @@ func appendValue(b array.Builder, v any) error {
 	return nil
 }
 
-func asInt(v any) (int64, bool) {
-	switch x := v.(type) {
-	case int64:
-		return x, true
-	case int32:
-		return int64(x), true
-	case int16:
-		return int64(x), true
-	case int8:
-		return int64(x), true
-	case int:
-		return int64(x), true
-	}
-	return 0, false
-}
+func asInt(v any) (int64, bool) { return normalize.IntValue(v) }
 
 func mismatch(b array.Builder, v any) error {
 	return fmt.Errorf("value %v (%T) does not fit column type %s", v, v, b.Type())

@@ -165,7 +165,7 @@ func Cast(v any, from, to Type) (any, error) {
 	}
 	switch to.Kind {
 	case Byte, Short, Integer, Long:
-		i, ok := intValue(v)
+		i, ok := IntValue(v)
 		if !ok {
 			break
 		}
@@ -193,7 +193,7 @@ func Cast(v any, from, to Type) (any, error) {
 		case float32:
 			return float64(x), nil
 		}
-		if i, ok := intValue(v); ok {
+		if i, ok := IntValue(v); ok {
 			return float64(i), nil
 		}
 	case Decimal:
@@ -201,7 +201,7 @@ func Cast(v any, from, to Type) (any, error) {
 		case decimal.Decimal:
 			return x, nil // rescaled exactly (or refused) by the writer
 		}
-		if i, ok := intValue(v); ok {
+		if i, ok := IntValue(v); ok {
 			return decimal.New(i, 0), nil
 		}
 	case TimestampNTZ, Timestamp:
@@ -265,16 +265,19 @@ func Cast(v any, from, to Type) (any, error) {
 	return nil, fmt.Errorf("cannot convert %v (%T) from %s to %s", v, v, from, to)
 }
 
-func intValue(v any) (int64, bool) {
+// IntValue returns an integer value of any Go integer type as int64.
+func IntValue(v any) (int64, bool) {
 	switch x := v.(type) {
-	case int8:
+	case int64:
+		return x, true
+	case int32:
 		return int64(x), true
 	case int16:
 		return int64(x), true
-	case int32:
+	case int8:
 		return int64(x), true
-	case int64:
-		return x, true
+	case int:
+		return int64(x), true
 	}
 	return 0, false
 }
