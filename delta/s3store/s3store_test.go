@@ -288,7 +288,7 @@ func TestMultipartPutIfAbsentRace(t *testing.T) {
 	datas := make([][]byte, racers)
 	for i := range datas {
 		datas[i] = make([]byte, 11<<20+i)
-		rand.New(rand.NewSource(int64(10+i))).Read(datas[i])
+		rand.New(rand.NewSource(int64(10 + i))).Read(datas[i])
 	}
 	errs := make([]error, racers)
 	var wg sync.WaitGroup
