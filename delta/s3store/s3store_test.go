@@ -343,7 +343,7 @@ func assertNoUploads(t *testing.T, s *s3store.Store) {
 // same keys; exactly one process wins each key, and the stored object is
 // the winner's.
 func TestPutIfAbsentRacingProcesses(t *testing.T) {
-	const procs, keys = 6, 25
+	const procs, keys = 8, 25
 	prefix := freshPrefix(t.Name())
 	type proc struct {
 		cmd   *exec.Cmd
