@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"path"
 	"sort"
 	"strings"
@@ -24,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
@@ -58,6 +60,9 @@ const (
 	// readers ask for the 8-byte tail, then the footer, then column chunks.
 	readAhead   = 64 << 10
 	partWorkers = 4
+	// responseTimeout bounds the wait for a response's headers once the
+	// request is sent (a 16 MiB part included).
+	responseTimeout = 2 * time.Minute
 )
 
 // Config says where a Store is rooted and how to reach it.
@@ -109,6 +114,13 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if cfg.S3.Region != "" {
 		loaders = append(loaders, config.WithRegion(cfg.S3.Region))
+	}
+	if cfg.HTTPClient == nil {
+		// A server that accepts a request and never answers must become a
+		// (transient) timeout, not a commit stuck forever.
+		loaders = append(loaders, config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+			t.ResponseHeaderTimeout = responseTimeout
+		})))
 	}
 	awsCfg, err := config.LoadDefaultConfig(ctx, loaders...)
 	if err != nil {
