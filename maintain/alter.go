@@ -23,6 +23,8 @@ const OpAlterColumn = "ALTER COLUMN"
 
 // AlterOptions configures AlterColumn.
 type AlterOptions struct {
+	// Storage configures object store locations (endpoint, region…).
+	Storage delta.StorageOptions
 	// DryRun reads and converts every value (so a value that does not
 	// convert is reported) but writes and commits nothing.
 	DryRun bool
@@ -87,7 +89,7 @@ func AlterColumn(ctx context.Context, dir, column, newType string, opts AlterOpt
 	if err != nil {
 		return nil, fmt.Errorf("alter column %s: %w", column, err)
 	}
-	t, err := tablerows.Open(ctx, dir)
+	t, err := tablerows.OpenWith(ctx, dir, opts.Storage)
 	if err != nil {
 		return nil, fmt.Errorf("alter column %s: %w", column, err)
 	}

@@ -39,6 +39,8 @@ const (
 
 // OptimizeOptions configures Optimize.
 type OptimizeOptions struct {
+	// Storage configures object store locations (endpoint, region…).
+	Storage delta.StorageOptions
 	// SmallFileBytes: files smaller than this are compacted (default 32 MiB).
 	// Files with a deletion vector are always compacted.
 	SmallFileBytes int64
@@ -78,7 +80,7 @@ func Optimize(ctx context.Context, dir string, opts OptimizeOptions) (*OptimizeR
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	t, err := tablerows.Open(ctx, dir)
+	t, err := tablerows.OpenWith(ctx, dir, opts.Storage)
 	if err != nil {
 		return nil, err
 	}
@@ -220,6 +222,8 @@ func writable(t *tablerows.Table) error {
 
 // PurgeOptions configures PurgeTombstones.
 type PurgeOptions struct {
+	// Storage configures object store locations (endpoint, region…).
+	Storage delta.StorageOptions
 	// OlderThan: tombstones whose _cdc_ingest_ts is older than Now-OlderThan
 	// are removed.
 	OlderThan time.Duration
@@ -250,7 +254,7 @@ func PurgeTombstones(ctx context.Context, dir string, opts PurgeOptions) (*Purge
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	t, err := tablerows.Open(ctx, dir)
+	t, err := tablerows.OpenWith(ctx, dir, opts.Storage)
 	if err != nil {
 		return nil, err
 	}

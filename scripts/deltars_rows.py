@@ -8,9 +8,11 @@ microseconds since the epoch (UTC), dates as YYYY-MM-DD, binary as base64,
 floats as JSON numbers. Used by Go tests to check that our tables read back
 identically through an independent reader.
 
-usage: deltars_rows.py TABLE_DIR [--where SQL_PREDICATE]
-TABLE_DIR may be an object store URL; CDC_SINK_DELTARS_STORAGE_OPTIONS (a
-JSON object) is then passed to delta-rs as storage_options.
+usage: deltars_rows.py TABLE_DIR_OR_URL [--where SQL_PREDICATE] [--storage-option KEY=VALUE ...]
+
+--storage-option is passed to DeltaTable(storage_options=...) (object stores:
+AWS_ENDPOINT_URL, AWS_ALLOW_HTTP, AWS_REGION, ...); repeatable. Options from
+CDC_SINK_DELTARS_STORAGE_OPTIONS (a JSON object) come first.
 """
 import base64
 import datetime
@@ -49,9 +51,19 @@ def canon(v):
 def main():
     path = sys.argv[1]
     where = None
-    if len(sys.argv) > 3 and sys.argv[2] == "--where":
-        where = sys.argv[3]
     opts = json.loads(os.environ.get("CDC_SINK_DELTARS_STORAGE_OPTIONS") or "{}")
+    args = sys.argv[2:]
+    while args:
+        if len(args) < 2 or args[0] not in ("--where", "--storage-option"):
+            sys.exit(f"usage: {sys.argv[0]} TABLE [--where SQL] [--storage-option K=V ...]")
+        if args[0] == "--where":
+            where = args[1]
+        else:
+            k, sep, v = args[1].partition("=")
+            if not sep:
+                sys.exit(f"--storage-option {args[1]!r}: want KEY=VALUE")
+            opts[k] = v
+        args = args[2:]
     dt = DeltaTable(path, storage_options=opts or None)
     sql = "SELECT * FROM t" + (f" WHERE {where}" if where else "")
     reader = QueryBuilder().register("t", dt).execute(sql)

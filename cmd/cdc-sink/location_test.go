@@ -10,8 +10,8 @@ import (
 )
 
 // A table location that is not a local path or file:// URL is refused
-// before anything is read or written: `replay --table s3://lake/orders`
-// used to exit 0 after writing a local directory "s3:/lake/orders".
+// before anything is read or written: `replay --table gs://lake/orders`
+// used to exit 0 after writing a local directory "gs:/lake/orders".
 func TestTableLocationsRefusedBeforeWriting(t *testing.T) {
 	ctx := context.Background()
 	cwd := t.TempDir()
@@ -28,16 +28,16 @@ func TestTableLocationsRefusedBeforeWriting(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"replay", "--table", "s3://lake/orders", "--from-file", input, "--quarantine-file", "q.jsonl"}, "not built yet"},
+		{[]string{"replay", "--table", "gs://lake/orders", "--from-file", input, "--quarantine-file", "q.jsonl"}, "not built yet"},
 		{[]string{"replay", "--table", "foo://x", "--from-file", input}, `unsupported scheme "foo"`},
 		{[]string{"replay", "--table", "s3:/lake/orders", "--from-file", input}, "malformed URL"},
 		{[]string{"replay", "--table", "hdfs://nn/lake/orders", "--from-file", input}, `unsupported scheme "hdfs"`},
 		{[]string{"table", "info", "abfss://c@acct.example.com/orders"}, "want account.dfs.core.windows.net"},
 		{[]string{"table", "show", "gs://lake/orders"}, "not built yet"},
 		{[]string{"diff", "lake/a", "az://c/orders"}, "az:// names no storage account"},
-		{[]string{"verify", "--source-table", "public.orders", "--table", "s3a://lake/orders"}, "not built yet"},
-		{[]string{"quarantine", "redrive", "--file", input, "--table", "s3://lake/orders", "--requarantine", "r.jsonl"}, "not built yet"},
-		{[]string{"demo", "--dir", "s3://lake"}, "not built yet"},
+		{[]string{"verify", "--source-table", "public.orders", "--table", "gs://lake/orders"}, "not built yet"},
+		{[]string{"quarantine", "redrive", "--file", input, "--table", "gs://lake/orders", "--requarantine", "r.jsonl"}, "not built yet"},
+		{[]string{"demo", "--dir", "gs://lake"}, "not built yet"},
 	}
 	for _, c := range cases {
 		var out, errb bytes.Buffer
@@ -63,7 +63,7 @@ func TestConfigRefusesTableLocations(t *testing.T) {
 		m    map[string]string
 		want string
 	}{
-		{"s3://lake/{schema}.{table}", nil, "tables.path_template"},
+		{"gs://lake/{schema}.{table}", nil, "tables.path_template"},
 		{"foo://lake/{table}", nil, `unsupported scheme "foo"`},
 		{"lake/{table}", map[string]string{"dbz.public.orders": "gs://b/orders"}, "tables.map: topic dbz.public.orders"},
 	} {
@@ -80,6 +80,11 @@ func TestConfigRefusesTableLocations(t *testing.T) {
 	cfg := defaultConfig()
 	cfg.Kafka.Topics = []string{"dbz.public.orders"}
 	cfg.Kafka.Brokers = []string{"127.0.0.1:9092"}
+	// s3:// is built (backend_s3.go): accepted without any request.
+	cfg.Table.PathTemplate = "s3://lake/{schema}.{table}"
+	if err := cfg.validate(); err != nil {
+		t.Fatalf("s3:// template: %v", err)
+	}
 	cfg.Table.PathTemplate = "file:///data/lake/{schema}.{table}"
 	if err := cfg.validate(); err != nil {
 		t.Fatalf("file:// template: %v", err)

@@ -360,7 +360,7 @@ func tableOptimize(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return err
 	}
-	res, err := maintain.Optimize(ctx, dir, maintain.OptimizeOptions{SmallFileBytes: *small, TargetFileBytes: *target, DryRun: *dry})
+	res, err := maintain.Optimize(ctx, dir, maintain.OptimizeOptions{Storage: storageOpts, SmallFileBytes: *small, TargetFileBytes: *target, DryRun: *dry})
 	if err != nil {
 		return err
 	}
@@ -386,7 +386,7 @@ func tablePurge(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	res, err := maintain.PurgeTombstones(ctx, dir, maintain.PurgeOptions{OlderThan: *older, DryRun: *dry})
+	res, err := maintain.PurgeTombstones(ctx, dir, maintain.PurgeOptions{Storage: storageOpts, OlderThan: *older, DryRun: *dry})
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,7 @@ func tableAlter(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *column == "" || *typ == "" {
 		return &exitError{code: 2, msg: "table alter: --column and --type are required"}
 	}
-	res, err := maintain.AlterColumn(ctx, dir, *column, *typ, maintain.AlterOptions{DryRun: *dry})
+	res, err := maintain.AlterColumn(ctx, dir, *column, *typ, maintain.AlterOptions{Storage: storageOpts, DryRun: *dry})
 	if err != nil {
 		return err
 	}

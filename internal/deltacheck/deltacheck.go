@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"testing"
 )
 
@@ -47,9 +48,24 @@ type Table struct {
 // optional SQL predicate (DataFusion syntax).
 func ReadDeltaRS(t testing.TB, dir, where string) Table {
 	t.Helper()
+	return ReadDeltaRSWith(t, dir, where, nil)
+}
+
+// ReadDeltaRSWith is ReadDeltaRS for a table URL (s3://…) with delta-rs
+// storage options (AWS_ENDPOINT_URL, AWS_ALLOW_HTTP, …).
+func ReadDeltaRSWith(t testing.TB, dir, where string, storageOptions map[string]string) Table {
+	t.Helper()
 	args := []string{filepath.Join(RepoRoot(), "scripts", "deltars_rows.py"), dir}
 	if where != "" {
 		args = append(args, "--where", where)
+	}
+	keys := make([]string, 0, len(storageOptions))
+	for k := range storageOptions {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		args = append(args, "--storage-option", k+"="+storageOptions[k])
 	}
 	cmd := exec.Command(Python(t), args...)
 	var stderr bytes.Buffer
