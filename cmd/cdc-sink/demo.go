@@ -131,6 +131,10 @@ func cmdDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		"print(pa.RecordBatchReader.from_stream(QueryBuilder().register('t', DeltaTable('%s')).execute("+
 		"'SELECT status, count(*) FROM t WHERE NOT _cdc_deleted GROUP BY status')).read_all())\"\n", abs)
 	fmt.Fprintf(stdout, "  duckdb -c \"INSTALL delta; LOAD delta; SELECT count(*) FROM delta_scan('%s') WHERE NOT _cdc_deleted\"\n", abs)
+	fmt.Fprintf(stdout, "  offline (pip install duckdb duckdb-extension-delta): python -c \"import duckdb, glob, os, duckdb_extension_delta as d; "+
+		"c = duckdb.connect(config={'allow_unsigned_extensions': 'true'}); "+
+		"c.load_extension(glob.glob(os.path.join(os.path.dirname(d.__file__), 'extensions', '*', 'delta.duckdb_extension'))[0]); "+
+		"print(c.sql(\\\"SELECT count(*) FROM delta_scan('%s') WHERE NOT _cdc_deleted\\\"))\"\n", abs)
 	fmt.Fprintf(stdout, "done in %s; run it again: nothing changes (the table already covers these offsets)\n",
 		time.Since(start).Round(time.Millisecond))
 	return nil

@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Read a Delta table's live rows with DuckDB (the `delta` extension, loaded
+offline from the PyPI wheel duckdb-extension-delta) or polars (delta-rs
+under the hood), and print them like deltars_rows.py: a header line
+{"engine": E, "columns": [...]} then canonical JSON rows sorted by text.
+
+usage: engines_rows.py duckdb|polars TABLE_DIR [COLUMN ...]
+"""
+import base64
+import datetime
+import decimal
+import glob
+import json
+import os
+import sys
+
+
+def canon(v):
+    if v is None:
+        return None
+    if isinstance(v, decimal.Decimal):
+        return str(v)
+    if isinstance(v, datetime.datetime):
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=datetime.timezone.utc)
+        d = v - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+        return (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds
+    if isinstance(v, datetime.date):
+        return v.isoformat()
+    if isinstance(v, (bytes, bytearray)):
+        return base64.b64encode(bytes(v)).decode()
+    if isinstance(v, dict):
+        return {k: canon(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [canon(x) for x in v]
+    return v
+
+
+def duckdb_rows(path, cols):
+    import duckdb
+    import duckdb_extension_delta
+
+    ext = glob.glob(os.path.join(os.path.dirname(duckdb_extension_delta.__file__), "extensions", "*", "delta.duckdb_extension"))
+    if not ext:
+        sys.exit("duckdb-extension-delta ships no delta.duckdb_extension file")
+    con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
+    con.load_extension(ext[0])  # offline: INSTALL would need the internet
+    sel = ", ".join(f'"{c}"' for c in cols) if cols else "*"
+    rel = con.execute(f"SELECT {sel} FROM delta_scan($1) WHERE NOT _cdc_deleted", [path])
+    names = [d[0] for d in rel.description]
+    return names, [dict(zip(names, r)) for r in rel.fetchall()]
+
+
+def polars_rows(path, cols):
+    import polars as pl
+
+    df = pl.read_delta(path).filter(~pl.col("_cdc_deleted"))
+    if cols:
+        df = df.select(cols)
+    return df.columns, df.to_dicts()
+
+
+def main():
+    engine, path, cols = sys.argv[1], sys.argv[2], sys.argv[3:]
+    names, rows = {"duckdb": duckdb_rows, "polars": polars_rows}[engine](path, cols)
+    print(json.dumps({"engine": engine, "columns": names}))
+    out = sorted(json.dumps({k: canon(r[k]) for k in names}, sort_keys=True, separators=(",", ":")) for r in rows)
+    for line in out:
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
