@@ -60,6 +60,7 @@ func TestTypeWideningDataSkipping(t *testing.T) {
 // table with the feature and delta.enableTypeWidening=true, with the change
 // recorded in delta.typeChanges, and never narrow one.
 func TestTypeWideningCommitChecks(t *testing.T) {
+	t.Run("rewrite", testTypeChangeWithRewrite)
 	ctx := context.Background()
 	narrow := schema.NewStruct(schema.NewField("v", schema.Integer, true))
 	wideIn := schema.NewStruct(schema.NewField("v", schema.Long, true))
@@ -104,6 +105,11 @@ func TestTypeWideningCommitChecks(t *testing.T) {
 		}
 		tb, err := Create(ctx, NewLocalStorage(t.TempDir()), "", Metadata{SchemaString: from.String(), Configuration: c.conf}, c.proto)
 		if err != nil {
+			t.Fatal(err)
+		}
+		// A data file written in the narrow type: the checks are about files
+		// that stay (a commit replacing every file may change types freely).
+		if _, err := snap(t, tb).Begin().Add(Add{Path: "part-0.parquet", Size: 1, DataChange: true, PartitionValues: map[string]*string{}}).Commit(ctx, "WRITE", nil); err != nil {
 			t.Fatal(err)
 		}
 		s := snap(t, tb)
@@ -179,5 +185,33 @@ func clearMeta(f *schema.StructField) {
 		for _, c := range st.Fields {
 			clearMeta(c)
 		}
+	}
+}
+
+// A commit that replaces every data file may change a column's type in any
+// way (the new files carry the new type: cdc-sink's rewrite widening, table
+// alter); one that keeps a file may not.
+func testTypeChangeWithRewrite(t *testing.T) {
+	ctx := context.Background()
+	from := schema.NewStruct(schema.NewField("v", schema.Long, true))
+	to := schema.NewStruct(schema.NewField("v", schema.String, true))
+	tb, err := Create(ctx, NewLocalStorage(t.TempDir()), "", Metadata{SchemaString: from.String()}, Protocol{MinReaderVersion: 1, MinWriterVersion: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := Add{Path: "part-0.parquet", Size: 1, DataChange: true, PartitionValues: map[string]*string{}}
+	if _, err := snap(t, tb).Begin().Add(old).Commit(ctx, "WRITE", nil); err != nil {
+		t.Fatal(err)
+	}
+	s := snap(t, tb)
+	m := s.Metadata()
+	m.SchemaString = to.String()
+	if _, err := s.Begin().SetMetadata(m).Commit(ctx, "WRITE", nil); err == nil {
+		t.Fatal("long → string keeping the old file: committed, want refused")
+	}
+	s = snap(t, tb)
+	nw := Add{Path: "part-1.parquet", Size: 1, DataChange: true, PartitionValues: map[string]*string{}}
+	if _, err := s.Begin().SetMetadata(m).Remove(RemoveFile(old, time.Now())).Add(nw).Commit(ctx, "WRITE", nil); err != nil {
+		t.Fatalf("long → string replacing every file: %v", err)
 	}
 }
