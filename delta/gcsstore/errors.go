@@ -75,14 +75,23 @@ func (s *Store) classify(ctx context.Context, op, name string, err error) error 
 		return e
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, io.ErrUnexpectedEOF),
 		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EPIPE):
-		e.Msg = "request failed (timeout or connection lost); the outcome of a write is unknown"
+		e.Msg = "request failed (timeout or connection lost)" + ambiguous(op)
 		return delta.Transient(e)
 	case isNetErr(err) || storage.ShouldRetry(err):
-		e.Msg = "network error; the outcome of a write is unknown"
+		e.Msg = "network error" + ambiguous(op)
 		return delta.Transient(e)
 	}
 	e.Msg = "failed"
 	return e
+}
+
+// ambiguous is said of a failed write: it may have landed all the same.
+func ambiguous(op string) string {
+	switch op {
+	case "put", "put-if-absent", "delete":
+		return "; the write may or may not have happened"
+	}
+	return ""
 }
 
 func isNetErr(err error) bool {
@@ -110,7 +119,7 @@ func (s *Store) classifyHTTP(e *Error, ae *googleapi.Error) error {
 			"(or storage.objects.create, get, list and delete)", s.bucket)
 		return e
 	case c == http.StatusRequestTimeout, c == http.StatusTooManyRequests, c >= 500:
-		e.Msg = fmt.Sprintf("service unavailable or throttled (HTTP %d); the outcome of a write is unknown", c)
+		e.Msg = fmt.Sprintf("service unavailable or throttled (HTTP %d)", c) + ambiguous(e.Op)
 		return delta.Transient(e)
 	}
 	e.Msg = fmt.Sprintf("refused (HTTP %d)", ae.Code)

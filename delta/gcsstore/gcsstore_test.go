@@ -380,7 +380,7 @@ func TestErrorClassification(t *testing.T) {
 		{status: 429, transient: true, msg: "throttled (HTTP 429)"},
 		{status: 500, transient: true, msg: "HTTP 500"},
 		{status: 503, transient: true, msg: "HTTP 503"},
-		{reset: true, transient: true, msg: "outcome of a write is unknown"},
+		{reset: true, transient: true, msg: "network error"},
 		{status: 403, msg: "roles/storage.objectUser"},
 		{status: 401, msg: "not authenticated"},
 		{status: 400, msg: "refused (HTTP 400)"},
