@@ -75,9 +75,16 @@ func TestGCSReplayEqualsLocal(t *testing.T) {
 	}
 
 	// The table is in the bucket under lake/items, with its log and data.
-	objs, _, err := srv.ListObjectsWithOptions("bucket", fakestorage.ListOptions{Prefix: "lake/items/"})
-	if err != nil {
-		t.Fatal(err)
+	var objs []fakestorage.ObjectAttrs
+	for page := ""; ; {
+		res, err := srv.ListObjectsWithOptionsPaginated("bucket", fakestorage.ListOptions{Prefix: "lake/items/", PageToken: page})
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, res.Objects...)
+		if page = res.NextPageToken; page == "" {
+			break
+		}
 	}
 	var commits, data int
 	for _, o := range objs {
