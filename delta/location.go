@@ -21,8 +21,8 @@ var (
 	// does not know. Use errors.As with *LocationError for details.
 	ErrInvalidLocation = errors.New("delta: invalid table location")
 	// ErrBackendNotBuilt: the location names an object store (s3, abfss, gs…)
-	// whose Storage backend is not built yet.
-	ErrBackendNotBuilt = errors.New("delta: object storage backend not built yet")
+	// whose Storage backend is not in this binary (none registered).
+	ErrBackendNotBuilt = errors.New("delta: object storage backend not built into this binary")
 )
 
 // LocationError is returned for a refused table location. It matches
@@ -60,7 +60,7 @@ var objectSchemes = map[string]string{
 	"s3": "S3", "s3a": "S3", "abfss": "Azure Data Lake Storage", "az": "Azure Blob Storage", "gs": "Google Cloud Storage",
 }
 
-const acceptedForms = "accepted today: a local path or file:///path; recognised but not built yet: s3://, s3a://, abfss://, az://, gs://"
+const acceptedForms = "accepted: a local path, file:///path, s3://bucket/path, s3a://, abfss://container@account.dfs.core.windows.net/path, az://container/path, gs://bucket/path"
 
 // schemeRE matches a URL scheme prefix. A plain relative path with a colon
 // in its first segment ("a:b") matches too and is refused: write ./a:b.
@@ -184,7 +184,7 @@ func (l Location) Storage(ctx context.Context, opts StorageOptions) (Storage, er
 			return b(ctx, l, opts)
 		}
 		return nil, &LocationError{Location: l.String(), Scheme: l.Scheme, Err: ErrBackendNotBuilt,
-			Reason: fmt.Sprintf("object storage backend not built yet (%s); accepted today: a local path or file:///path", objectSchemes[l.Scheme])}
+			Reason: fmt.Sprintf("no %s backend in this binary (object storage backend not built in)", objectSchemes[l.Scheme])}
 	}
 	abs, err := filepath.Abs(l.Path)
 	if err != nil {

@@ -72,7 +72,7 @@ func TestOpenStorage(t *testing.T) {
 		_, err := OpenStorage(ctx, loc, StorageOptions{})
 		var le *LocationError
 		if !errors.Is(err, ErrBackendNotBuilt) || !errors.As(err, &le) || le.Location != loc ||
-			!strings.Contains(err.Error(), "not built yet") || !strings.Contains(err.Error(), loc) {
+			!strings.Contains(err.Error(), "not built in") || !strings.Contains(err.Error(), loc) {
 			t.Errorf("%s: %v, want ErrBackendNotBuilt naming it", loc, err)
 		}
 	}
