@@ -30,6 +30,12 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// Tests talk to loopback only: no cloud SDK may fall back to a metadata
+	// server (AWS IMDS, GCE metadata) when a test leaves credentials unset.
+	for k, v := range map[string]string{"AWS_EC2_METADATA_DISABLED": "true", "GCE_METADATA_HOST": "127.0.0.1:9", "GCE_METADATA_IP": "127.0.0.1:9",
+		"AZURE_CLIENT_ID": "", "IDENTITY_ENDPOINT": "", "MSI_ENDPOINT": ""} {
+		os.Setenv(k, v)
+	}
 	code := m.Run()
 	if binDir != "" {
 		os.RemoveAll(binDir)
