@@ -17,33 +17,52 @@ import (
 )
 
 // TestObjectStoreFaults: faults between the sink and the object store (a
-// proxy in front of Azurite): the response of a commit PUT that the store
-// applied is dropped (an ambiguous outcome), a burst of 503s on data-file
-// uploads, a connection reset in the middle of an upload, and latency on log
-// reads. The replay must end with the table equal to an uninterrupted local
-// replay, the same contiguous versions, and nothing quarantined (transient
-// faults are retried, never quarantined).
+// proxy in front of Azurite, and of SeaweedFS for S3): the response of a
+// commit PUT that the store applied is dropped (an ambiguous outcome), a
+// burst of 503s on data-file uploads, a connection reset in the middle of an
+// upload, and latency on log reads. The replay must end with the table equal
+// to an uninterrupted local replay, the same contiguous versions, and nothing
+// quarantined (transient faults are retried, never quarantined).
 func TestObjectStoreFaults(t *testing.T) {
-	srv := azurite.Start(t)
-	srv.CreateContainer(t, "lake")
-	srv.Env(t)
-	proxy, err := faultproxy.New(fmt.Sprintf("http://127.0.0.1:%d", srv.Port),
-		faultproxy.Rule{Method: http.MethodPut, Path: regexp.MustCompile(`/_delta_log/00000000000000000002\.json$`), Action: faultproxy.DropResponse, Times: 1},
-		faultproxy.Rule{Method: http.MethodPut, Path: regexp.MustCompile(`\.parquet$`), Action: faultproxy.Status, Status: 503, Skip: 1, Times: 4},
-		faultproxy.Rule{Method: http.MethodPut, Path: regexp.MustCompile(`\.parquet$`), Action: faultproxy.ResetMidBody, AfterBytes: 200, Skip: 2, Times: 1},
+	for _, backend := range []string{"azure", "s3"} {
+		t.Run(backend, func(t *testing.T) { objectStoreFaults(t, backend) })
+	}
+}
+
+func objectStoreFaults(t *testing.T, backend string) {
+	var target, remote string
+	switch backend {
+	case "azure":
+		srv := azurite.Start(t)
+		srv.CreateContainer(t, "lake")
+		srv.Env(t)
+		target, remote = fmt.Sprintf("http://127.0.0.1:%d", srv.Port), "az://lake/lake/faulty"
+	case "s3":
+		srv := s3Env(t, "lake-faults")
+		target, remote = srv.Endpoint, "s3://lake-faults/lake/faulty"
+	}
+	// (the S3 SDK adds ?x-id=PutObject: match the key before any query)
+	proxy, err := faultproxy.New(target,
+		faultproxy.Rule{Method: http.MethodPut, Path: regexp.MustCompile(`/_delta_log/00000000000000000002\.json(\?|$)`), Action: faultproxy.DropResponse, Times: 1},
+		faultproxy.Rule{Method: http.MethodPut, Path: regexp.MustCompile(`\.parquet(\?|$)`), Action: faultproxy.Status, Status: 503, Skip: 1, Times: 4},
+		faultproxy.Rule{Method: http.MethodPut, Path: regexp.MustCompile(`\.parquet(\?|$)`), Action: faultproxy.ResetMidBody, AfterBytes: 200, Skip: 2, Times: 1},
 		faultproxy.Rule{Method: http.MethodGet, Path: regexp.MustCompile(`/_delta_log/`), Action: faultproxy.Delay, Delay: 300 * time.Millisecond, Times: 2},
 	)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(proxy.Close)
-	t.Setenv("CDC_SINK_STORAGE_AZURE_ENDPOINT", proxy.URL+"/"+azurite.Account)
+	switch backend {
+	case "azure":
+		t.Setenv("CDC_SINK_STORAGE_AZURE_ENDPOINT", proxy.URL+"/"+azurite.Account)
+	case "s3":
+		t.Setenv("CDC_SINK_STORAGE_S3_ENDPOINT", proxy.URL)
+	}
 
 	tmp := t.TempDir()
 	in := filepath.Join(tmp, "items.jsonl")
 	azureLoad(t, in)
 	local := filepath.Join(tmp, "items")
-	remote := "az://lake/lake/faulty"
 	for _, table := range []string{local, remote} {
 		q := filepath.Join(tmp, filepath.Base(table)+".quarantine.jsonl")
 		code, out, errOut := runCLI(t, "replay", "--from-file", in, "--table", table, "--sink-name", "items",
