@@ -6,34 +6,12 @@ under the hood), and print them like deltars_rows.py: a header line
 
 usage: engines_rows.py duckdb|polars TABLE_DIR [COLUMN ...]
 """
-import base64
-import datetime
-import decimal
 import glob
 import json
 import os
 import sys
 
-
-def canon(v):
-    if v is None:
-        return None
-    if isinstance(v, decimal.Decimal):
-        return str(v)
-    if isinstance(v, datetime.datetime):
-        if v.tzinfo is None:
-            v = v.replace(tzinfo=datetime.timezone.utc)
-        d = v - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
-        return (d.days * 86400 + d.seconds) * 1_000_000 + d.microseconds
-    if isinstance(v, datetime.date):
-        return v.isoformat()
-    if isinstance(v, (bytes, bytearray)):
-        return base64.b64encode(bytes(v)).decode()
-    if isinstance(v, dict):
-        return {k: canon(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [canon(x) for x in v]
-    return v
+from deltars_rows import canon  # one canonical form for every reader
 
 
 def duckdb_rows(path, cols):
