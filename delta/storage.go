@@ -307,3 +307,24 @@ type Walker interface {
 func (s *LocalStorage) WalkFiles(ctx context.Context, dir string) ([]FileInfo, error) {
 	return s.walkFiles(ctx, dir)
 }
+
+// SeekOffset is io.Seeker's arithmetic for a reader of size bytes at cur,
+// shared by the object store readers: the new absolute position, or an error
+// for a bad whence or a negative result.
+func SeekOffset(cur, size, offset int64, whence int) (int64, error) {
+	var abs int64
+	switch whence {
+	case io.SeekStart:
+		abs = offset
+	case io.SeekCurrent:
+		abs = cur + offset
+	case io.SeekEnd:
+		abs = size + offset
+	default:
+		return 0, fmt.Errorf("seek: invalid whence %d", whence)
+	}
+	if abs < 0 {
+		return 0, fmt.Errorf("seek: negative position %d", abs)
+	}
+	return abs, nil
+}

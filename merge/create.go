@@ -402,6 +402,10 @@ func (t *Table) droppedColumns(changes []*normalize.Change, cur *schema.StructTy
 	if newest == nil {
 		return rec, nil
 	}
+	if _, known := t.st.colMaps[newest.Schema]; known {
+		// mapped before: its drops were applied then (this runs every batch)
+		return rec, nil
+	}
 	var now map[string]bool
 	for _, f := range cur.Fields {
 		if IsMetaColumn(f.Name) || slices.Contains(t.st.keyCols, f.Name) || newest.Schema.Index(f.Name) >= 0 {

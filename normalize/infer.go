@@ -122,6 +122,8 @@ func widen(a, b itype) (itype, bool) {
 		return b, true
 	case b.kind == 0:
 		return a, true
+	case a.kind == b.kind && a.kind != Array:
+		return a, true // the common case, per value of every row: no Widen call
 	case a.kind != Array && b.kind != Array:
 		w, ok := Widen(Type{Kind: a.kind}, Type{Kind: b.kind})
 		if !ok {

@@ -409,19 +409,9 @@ func (r *reader) Read(p []byte) (int, error) {
 
 // Seek implements io.Seeker.
 func (r *reader) Seek(offset int64, whence int) (int64, error) {
-	var abs int64
-	switch whence {
-	case io.SeekStart:
-		abs = offset
-	case io.SeekCurrent:
-		abs = r.off + offset
-	case io.SeekEnd:
-		abs = r.size + offset
-	default:
-		return 0, fmt.Errorf("azure seek %s: bad whence %d", r.key, whence)
-	}
-	if abs < 0 {
-		return 0, fmt.Errorf("azure seek %s: negative position", r.key)
+	abs, err := delta.SeekOffset(r.off, r.size, offset, whence)
+	if err != nil {
+		return 0, fmt.Errorf("azure seek %s: %w", r.key, err)
 	}
 	r.off = abs
 	return abs, nil

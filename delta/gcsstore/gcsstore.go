@@ -571,19 +571,9 @@ func (r *reader) Read(p []byte) (int, error) {
 func (r *reader) Seek(offset int64, whence int) (int64, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var abs int64
-	switch whence {
-	case io.SeekStart:
-		abs = offset
-	case io.SeekCurrent:
-		abs = r.pos + offset
-	case io.SeekEnd:
-		abs = r.size + offset
-	default:
-		return 0, fmt.Errorf("gcs seek %s: invalid whence %d", r.s.url(r.name), whence)
-	}
-	if abs < 0 {
-		return 0, fmt.Errorf("gcs seek %s: negative position %d", r.s.url(r.name), abs)
+	abs, err := delta.SeekOffset(r.pos, r.size, offset, whence)
+	if err != nil {
+		return 0, fmt.Errorf("gcs seek %s: %w", r.s.url(r.name), err)
 	}
 	r.pos = abs
 	return abs, nil

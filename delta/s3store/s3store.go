@@ -564,19 +564,9 @@ func (r *reader) Read(p []byte) (int, error) {
 func (r *reader) Seek(offset int64, whence int) (int64, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var abs int64
-	switch whence {
-	case io.SeekStart:
-		abs = offset
-	case io.SeekCurrent:
-		abs = r.pos + offset
-	case io.SeekEnd:
-		abs = r.size + offset
-	default:
-		return 0, errors.New("s3: invalid whence")
-	}
-	if abs < 0 {
-		return 0, errors.New("s3: negative position")
+	abs, err := delta.SeekOffset(r.pos, r.size, offset, whence)
+	if err != nil {
+		return 0, fmt.Errorf("s3 seek %s: %w", r.key, err)
 	}
 	r.pos = abs
 	return abs, nil
