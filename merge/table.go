@@ -395,7 +395,7 @@ func (t *Table) mapping(s *normalize.Schema) *colMap {
 
 // mismatch explains why a change of column col (type in) cannot be written
 // to the table's column (type have); widenable: a common wider type exists
-// but evolve could not apply it.
+// but evolve did not apply it (a key column, or schema.widening off).
 func (t *Table) mismatch(col string, have, in normalize.Type, widenable bool) error {
 	const fix = "see docs/runbook.md (a column changed type): cdc-sink table alter, then quarantine redrive"
 	switch {
@@ -404,7 +404,7 @@ func (t *Table) mismatch(col string, have, in normalize.Type, widenable bool) er
 	case slices.Contains(t.st.keyCols, col):
 		return quarantine.Errorf(quarantine.SchemaMismatch, "column %s: table has %s, change has %s: key columns widen only between integer types or between decimals (%s)", col, have, in, fix)
 	default:
-		return quarantine.Errorf(quarantine.SchemaMismatch, "column %s: table has %s, change has %s: Delta type widening cannot change %s to %s without rewriting the data (%s)", col, have, in, have, in, fix)
+		return quarantine.Errorf(quarantine.SchemaMismatch, "column %s: table has %s, change has %s: a widening, but this sink does not widen columns (schema.widening: %s) (%s)", col, have, in, t.opts.Widening, fix)
 	}
 }
 
