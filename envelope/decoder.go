@@ -624,6 +624,11 @@ func (d *Decoder) interpretFlat(ev *Event, r *Row, plan *flatPlan) error {
 			c.Fields = nil
 			schema = &c
 		}
+		// schemaless rows of one table repeat the same names: the kept
+		// names are collected on the stack and shared through the interner
+		var nbuf [64]string
+		names := nbuf[:0]
+		after.Values = make([]any, 0, len(r.Names))
 		for i, n := range r.Names {
 			if m, ok := isMetaName(n, d.prefix); ok {
 				if err := d.setMeta(ev, m, n, r.Values[i]); err != nil {
@@ -631,11 +636,17 @@ func (d *Decoder) interpretFlat(ev *Event, r *Row, plan *flatPlan) error {
 				}
 				continue
 			}
-			after.Names = append(after.Names, n)
+			names = append(names, n)
 			after.Values = append(after.Values, r.Values[i])
 			if schema != nil && i < len(r.Schema.Fields) {
 				schema.Fields = append(schema.Fields, r.Schema.Fields[i])
 			}
+		}
+		if len(names) > 0 {
+			after.Names = d.names.shape(names)
+		}
+		if len(after.Values) == 0 {
+			after.Values = nil
 		}
 		if schema != nil {
 			after.Schema = schema
