@@ -414,6 +414,32 @@ type avroCompiled struct {
 	root  *aNode
 	codec *goavro.Codec // the schema as goavro accepts it (validation; the tests' reference decoder)
 	flat  *flatPlan
+	// fields and rows of the records a value can hold outside arrays and
+	// maps (a Debezium envelope: before, after, source, transaction and
+	// itself): the reader's chunks are sized to them, one allocation each
+	nvals, nrows int
+}
+
+// recordSlots counts the record fields and records reachable from n
+// without passing through an array or a map.
+func recordSlots(n *aNode, depth int) (vals, rows int) {
+	if depth > maxSchemaDepth {
+		return 0, 0
+	}
+	switch n.kind {
+	case aUnion:
+		return recordSlots(n.branch[n.nonNull], depth+1)
+	case aRecord:
+		vals, rows = len(n.rec.fields), 1
+		if vals > chunk {
+			vals = 0 // boxes.values allocates these on their own
+		}
+		for _, f := range n.rec.fields {
+			v, r := recordSlots(f, depth+1)
+			vals, rows = vals+v, rows+r
+		}
+	}
+	return vals, rows
 }
 
 func compileAvro(id int, schemaJSON, prefix string) (*avroCompiled, error) {
@@ -443,6 +469,7 @@ func compileAvro(id int, schemaJSON, prefix string) (*avroCompiled, error) {
 		return nil, err
 	}
 	c := &avroCompiled{id: id, root: root, codec: codec}
+	c.nvals, c.nrows = recordSlots(root, 0)
 	if root.kind == aRecord || (root.kind == aUnion && root.branch[root.nonNull].kind == aRecord) {
 		if n, err := newNode(root.s, 0); err == nil {
 			c.flat = newFlatPlan(n, prefix)
@@ -559,6 +586,10 @@ func (d *Decoder) decodeAvro(ctx context.Context, which string, b []byte) (side,
 	}
 	body := b[5:]
 	r := avroReader{buf: bytes.Clone(body)}
+	if c.nvals > 0 {
+		r.bx.vals = make([]any, 0, min(c.nvals, 1024))
+		r.bx.rows = make([]Row, 0, min(c.nrows, 64))
+	}
 	v, end, rerr := r.read(c.root, 0, 0)
 	if rerr != nil {
 		return side{}, quarantine.Wrap(quarantine.MalformedAvro, rerr, "%s: schema id %d: body of %d bytes", which, id, len(body))
