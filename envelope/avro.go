@@ -586,10 +586,7 @@ func (d *Decoder) decodeAvro(ctx context.Context, which string, b []byte) (side,
 	}
 	body := b[5:]
 	r := avroReader{buf: bytes.Clone(body)}
-	if c.nvals > 0 {
-		r.bx.vals = make([]any, 0, min(c.nvals, 1024))
-		r.bx.rows = make([]Row, 0, min(c.nrows, 64))
-	}
+	r.bx.presize(c.nvals, c.nrows)
 	v, end, rerr := r.read(c.root, 0, 0)
 	if rerr != nil {
 		return side{}, quarantine.Wrap(quarantine.MalformedAvro, rerr, "%s: schema id %d: body of %d bytes", which, id, len(body))

@@ -235,6 +235,7 @@ func (d *Decoder) decodeJSON(topic, which string, b []byte) (side, error) {
 			switch {
 			case haveSchema && entry != nil && entry.perr == nil:
 				s.arena = make([]byte, 0, len(b)-s.pos)
+				s.bx.presize(entry.nvals, entry.nrows)
 				v, e := s.typedVal(entry.node)
 				if e != nil {
 					return side{}, jsonErr(which, e.at("payload"))
@@ -282,6 +283,7 @@ func (d *Decoder) decodeJSON(topic, which string, b []byte) (side, error) {
 		if schemaNull {
 			v, e = s.anyVal()
 		} else {
+			s.bx.presize(entry.nvals, entry.nrows)
 			v, e = s.typedVal(entry.node)
 		}
 		if e != nil {

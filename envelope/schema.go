@@ -265,6 +265,26 @@ type jsonEntry struct {
 	perr  error // permanent compile error (cached so bad schemas are not re-parsed)
 	isPre bool
 	key   uint64
+	// struct fields and structs a value can hold outside arrays and maps:
+	// the scanner's chunks are sized to them (one allocation each)
+	nvals, nrows int
+}
+
+// structSlots counts the struct fields and structs reachable from n
+// without passing through an array or a map.
+func structSlots(n *node, depth int) (vals, rows int) {
+	if n == nil || n.kind != kStruct || depth > maxSchemaDepth {
+		return 0, 0
+	}
+	vals, rows = len(n.fields), 1
+	if vals > chunk {
+		vals = 0 // boxes.values allocates these on their own
+	}
+	for _, f := range n.fields {
+		v, r := structSlots(f, depth+1)
+		vals, rows = vals+v, rows+r
+	}
+	return vals, rows
 }
 
 func newJSONSchemaCache(max int) *jsonSchemaCache {
@@ -339,6 +359,7 @@ func (c *jsonSchemaCache) add(raw []byte, prefix string) *jsonEntry {
 	} else {
 		e.node = n
 		e.flat = newFlatPlan(n, prefix)
+		e.nvals, e.nrows = structSlots(n, 0)
 	}
 	e.isPre, e.key = c.keyOf(e.raw)
 	e.used.Store(c.tick.Add(1))
