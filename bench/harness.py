@@ -116,6 +116,7 @@ def gen_cmd(a, topic, *extra):
             "-seed", str(a.seed), "-snapshot-rows", str(a.size), "-events", str(a.backlog + a.live),
             "-partitions", str(a.partitions), "-row-width", str(a.row_width), "-duplicates", str(a.duplicates),
             "-late", str(a.late), "-late-distance", str(a.late_distance),
+            *(["-registry", a.registry] if a.format == "avro" else []),
             # the change part is generated once per run and cached: re-simulating a 10M-row
             # snapshot for every phase would cost minutes and GBs each time
             *(["-changes-file", a.changes_file] if getattr(a, "changes_file", None) else []), *extra]
@@ -234,7 +235,8 @@ def run_contender(a, name, runid):
     if name == "cdc-sink":
         sh([os.path.join(a.bin, "cdc-sink"), "replay", "--topics", topic, "--brokers", a.brokers,
             "--starting", "earliest", "--table", table, "--sink-name", sink, "--batch-records", "200000",
-            "--quiet", "--quarantine-file", os.path.join(work, "quarantine.jsonl")], stdout=logf, stderr=logf)
+            "--quiet", "--quarantine-file", os.path.join(work, "quarantine.jsonl"),
+            *(["--registry", a.registry] if a.format == "avro" else [])], stdout=logf, stderr=logf)
         res["bootstrap_seconds"] = time.time() - t_boot
         cfg = os.path.join(work, "cdc-sink.yaml")
         with open(cfg, "w") as f:
@@ -242,6 +244,7 @@ def run_contender(a, name, runid):
                        "tables": {"map": {topic: table}},
                        "batch": {"max_records": a.batch, "max_interval": f"{int(a.max_interval*1000)}ms"},
                        "quarantine": {"file": os.path.join(work, "quarantine.jsonl")},
+                       **({"registry": {"url": a.registry}} if a.format == "avro" else {}),
                        "http": {"listen": f"127.0.0.1:{free_port()}"}, "log": {"level": "warn", "format": "text"}}, f)
         say(f"cdc-sink bootstrapped in {res['bootstrap_seconds']:.1f}s")
         sh(gen_cmd(a, topic, "-part", "changes", "-to", str(a.split), "-offsets", offs_file))
@@ -621,7 +624,10 @@ def main():
     r.add_argument("--rate", type=float, default=500)
     r.add_argument("--batch", type=int, default=4000, help="records per batch (all contenders)")
     r.add_argument("--max-interval", type=float, default=0.25, help="cdc-sink / delta-rs batch interval (s)")
-    r.add_argument("--format", default="json-schema")
+    r.add_argument("--format", default="json-schema", choices=["json-schema", "json-plain", "avro"],
+                   help="stream: JsonConverter with/without schemas, or AvroConverter (Confluent framing, --registry)")
+    r.add_argument("--registry", default=os.environ.get("BENCH_REGISTRY", "http://127.0.0.1:8080/apis/ccompat/v7"),
+                   help="Confluent-compatible schema registry for --format avro")
     r.add_argument("--partitions", type=int, default=2)
     r.add_argument("--row-width", type=int, default=200)
     r.add_argument("--duplicates", type=float, default=0.02)
@@ -654,6 +660,11 @@ def main():
     rep.add_argument("--results", default=os.path.join(HERE, "results"))
     rep.add_argument("--runs", default="", help="comma-separated run files (default: all in --out)")
     a = ap.parse_args()
+    if a.cmd == "run" and a.format == "avro":
+        # refused before anything is produced: the contenders' readers parse JSON only
+        other = [c for c in a.contenders.split(",") if c != "cdc-sink"]
+        if other:
+            ap.error(f"--format avro: contenders {','.join(other)} read JSON only; use --contenders cdc-sink")
     if a.cmd == "run":
         cmd_run(a)
     elif a.cmd == "mergebench":

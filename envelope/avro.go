@@ -18,9 +18,9 @@ import (
 
 // Avro records arrive in Confluent framing: magic byte 0, a 4-byte big-endian
 // schema id, then the Avro binary body. The writer schema comes from the
-// Registry; the body is validated by a bounds-checking walk (so hostile
-// lengths and block counts cannot make goavro allocate) and then decoded with
-// goavro. The Connect schema is derived from the Avro schema's connect.*
+// Registry and is compiled once per id (goavro validates it); the body is
+// decoded straight into Rows by a bounds-checking reader (avrodec.go), so
+// hostile lengths and block counts cannot make it allocate. The Connect schema is derived from the Avro schema's connect.*
 // properties (as Confluent/Apicurio AvroData write them), so Rows and Schemas
 // match those decoded from JsonConverter output.
 
@@ -57,10 +57,11 @@ type aNode struct {
 	items   *aNode // array
 	values  *aNode // map
 	branch  []*aNode
-	nonNull int // union: index of the only non-null branch, or -1
-	nsym    int // enum symbols
-	size    int // fixed size
-	minSize int // fewest bytes an encoded value takes
+	nonNull int      // union: index of the only non-null branch, or -1
+	nsym    int      // enum symbols
+	syms    []string // enum symbols, in index order
+	size    int      // fixed size
+	minSize int      // fewest bytes an encoded value takes
 }
 
 type avroRec struct {
@@ -321,6 +322,13 @@ func (p *avroParser) parseMap(m map[string]any, ns string, depth int) (*aNode, e
 		}
 		full := fullName(name, ns)
 		n := &aNode{kind: aEnum, gname: full, nsym: len(syms), minSize: 1, s: &Schema{Type: "string"}}
+		for _, sym := range syms {
+			str, ok := sym.(string)
+			if !ok {
+				return nil, avroErrf("enum %q: symbol %v is not a string", full, sym)
+			}
+			n.syms = append(n.syms, str)
+		}
 		applyConnectProps(n.s, m)
 		return n, p.define(full, n)
 	case "fixed":
@@ -404,8 +412,34 @@ func stripLogical(v any) {
 type avroCompiled struct {
 	id    int
 	root  *aNode
-	codec *goavro.Codec
+	codec *goavro.Codec // the schema as goavro accepts it (validation; the tests' reference decoder)
 	flat  *flatPlan
+	// fields and rows of the records a value can hold outside arrays and
+	// maps (a Debezium envelope: before, after, source, transaction and
+	// itself): the reader's chunks are sized to them, one allocation each
+	nvals, nrows int
+}
+
+// recordSlots counts the record fields and records reachable from n
+// without passing through an array or a map.
+func recordSlots(n *aNode, depth int) (vals, rows int) {
+	if depth > maxSchemaDepth {
+		return 0, 0
+	}
+	switch n.kind {
+	case aUnion:
+		return recordSlots(n.branch[n.nonNull], depth+1)
+	case aRecord:
+		vals, rows = len(n.rec.fields), 1
+		if vals > chunk {
+			vals = 0 // boxes.values allocates these on their own
+		}
+		for _, f := range n.rec.fields {
+			v, r := recordSlots(f, depth+1)
+			vals, rows = vals+v, rows+r
+		}
+	}
+	return vals, rows
 }
 
 func compileAvro(id int, schemaJSON, prefix string) (*avroCompiled, error) {
@@ -435,261 +469,13 @@ func compileAvro(id int, schemaJSON, prefix string) (*avroCompiled, error) {
 		return nil, err
 	}
 	c := &avroCompiled{id: id, root: root, codec: codec}
+	c.nvals, c.nrows = recordSlots(root, 0)
 	if root.kind == aRecord || (root.kind == aUnion && root.branch[root.nonNull].kind == aRecord) {
 		if n, err := newNode(root.s, 0); err == nil {
 			c.flat = newFlatPlan(n, prefix)
 		}
 	}
 	return c, nil
-}
-
-// ---- the bounds-checking walk ----
-
-const maxZeroSizeItems = 1 << 16
-
-var mapKeyNode = &aNode{kind: aString, gname: "string", minSize: 1}
-
-type avroWalker struct {
-	buf       []byte
-	zeroItems int
-}
-
-var errAvroShort = errors.New("truncated body")
-
-func (w *avroWalker) varint(pos int) (int64, int, error) {
-	var u uint64
-	for shift := uint(0); shift < 70; shift += 7 {
-		if pos >= len(w.buf) {
-			return 0, pos, errAvroShort
-		}
-		b := w.buf[pos]
-		pos++
-		u |= uint64(b&0x7f) << shift
-		if b < 0x80 {
-			return int64(u>>1) ^ -int64(u&1), pos, nil
-		}
-	}
-	return 0, pos, fmt.Errorf("varint longer than 10 bytes at offset %d", pos)
-}
-
-// walk checks that a value of n fits in buf from pos and returns its end.
-func (w *avroWalker) walk(n *aNode, pos, depth int) (int, error) {
-	if depth > maxSchemaDepth {
-		return pos, fmt.Errorf("nesting deeper than %d", maxSchemaDepth)
-	}
-	switch n.kind {
-	case aNull:
-		return pos, nil
-	case aBool:
-		if pos >= len(w.buf) {
-			return pos, errAvroShort
-		}
-		return pos + 1, nil
-	case aInt, aLong:
-		_, p, err := w.varint(pos)
-		return p, err
-	case aFloat, aDouble, aFixed:
-		end := pos + n.minSize
-		if end > len(w.buf) {
-			return pos, errAvroShort
-		}
-		return end, nil
-	case aBytes, aString:
-		l, p, err := w.varint(pos)
-		if err != nil {
-			return p, err
-		}
-		if l < 0 || l > int64(len(w.buf)-p) {
-			return p, fmt.Errorf("declared length %d exceeds the %d remaining bytes at offset %d", l, len(w.buf)-p, pos)
-		}
-		return p + int(l), nil
-	case aEnum:
-		i, p, err := w.varint(pos)
-		if err != nil {
-			return p, err
-		}
-		if i < 0 || i >= int64(n.nsym) {
-			return p, fmt.Errorf("enum index %d out of range at offset %d", i, pos)
-		}
-		return p, nil
-	case aUnion:
-		i, p, err := w.varint(pos)
-		if err != nil {
-			return p, err
-		}
-		if i < 0 || i >= int64(len(n.branch)) {
-			return p, fmt.Errorf("union index %d out of range at offset %d", i, pos)
-		}
-		return w.walk(n.branch[i], p, depth+1)
-	case aRecord:
-		var err error
-		for _, f := range n.rec.fields {
-			if pos, err = w.walk(f, pos, depth+1); err != nil {
-				return pos, err
-			}
-		}
-		return pos, nil
-	case aArray, aMap:
-		item := n.items
-		minItem := 0
-		if n.kind == aMap {
-			item = n.values
-			minItem = 1 // the key
-		}
-		minItem += item.minSize
-		for {
-			count, p, err := w.varint(pos)
-			if err != nil {
-				return p, err
-			}
-			pos = p
-			if count == 0 {
-				return pos, nil
-			}
-			if count < 0 {
-				if count == -1<<63 {
-					return pos, fmt.Errorf("invalid block count at offset %d", pos)
-				}
-				count = -count
-				size, p, err := w.varint(pos)
-				if err != nil {
-					return p, err
-				}
-				if size < 0 || size > int64(len(w.buf)-p) {
-					return p, fmt.Errorf("declared block size %d exceeds the remaining bytes at offset %d", size, pos)
-				}
-				pos = p
-			}
-			if minItem > 0 {
-				if count > int64(len(w.buf)-pos)/int64(minItem) {
-					return pos, fmt.Errorf("declared block count %d exceeds the remaining bytes at offset %d", count, pos)
-				}
-			} else {
-				w.zeroItems += int(min(count, maxZeroSizeItems+1))
-				if w.zeroItems > maxZeroSizeItems {
-					return pos, fmt.Errorf("more than %d zero-size items", maxZeroSizeItems)
-				}
-			}
-			for ; count > 0; count-- {
-				if n.kind == aMap {
-					if pos, err = w.walk(mapKeyNode, pos, depth+1); err != nil {
-						return pos, err
-					}
-				}
-				if pos, err = w.walk(item, pos, depth+1); err != nil {
-					return pos, err
-				}
-			}
-		}
-	}
-	return pos, fmt.Errorf("unsupported type")
-}
-
-// ---- native → Row values ----
-
-func badNative(n *aNode, v any) error {
-	return fmt.Errorf("unexpected goavro value %T for %s", v, n.gname)
-}
-
-// convert turns goavro's native value into the Row representation. Values
-// goavro already boxed in the right Go type (bool, int64, float64, string)
-// are passed on as they are.
-func (c *avroCompiled) convert(bx *boxes, n *aNode, v any) (any, error) {
-	if v == nil {
-		return nil, nil
-	}
-	switch n.kind {
-	case aBool:
-		if _, ok := v.(bool); ok {
-			return v, nil
-		}
-	case aInt:
-		if i, ok := v.(int32); ok {
-			return bx.int64(int64(i)), nil
-		}
-	case aLong:
-		if _, ok := v.(int64); ok {
-			return v, nil
-		}
-	case aFloat:
-		if f, ok := v.(float32); ok {
-			return bx.float64(float64(f)), nil
-		}
-	case aDouble:
-		if _, ok := v.(float64); ok {
-			return v, nil
-		}
-	case aBytes, aFixed:
-		if b, ok := v.([]byte); ok {
-			return bx.bytes(bytes.Clone(b)), nil
-		}
-	case aString, aEnum:
-		if _, ok := v.(string); ok {
-			return v, nil
-		}
-	case aUnion:
-		m, ok := v.(map[string]any)
-		if !ok || len(m) != 1 {
-			break
-		}
-		for _, x := range m {
-			y, err := c.convert(bx, n.branch[n.nonNull], x)
-			if row, ok := y.(*Row); ok {
-				// a record reached through an optional union carries the
-				// optional variant of its schema, as in JsonConverter output
-				row.Schema = n.s
-			}
-			return y, err
-		}
-	case aArray:
-		l, ok := v.([]any)
-		if !ok {
-			break
-		}
-		out := make([]any, len(l))
-		for i, x := range l {
-			y, err := c.convert(bx, n.items, x)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = y
-		}
-		return out, nil
-	case aMap:
-		m, ok := v.(map[string]any)
-		if !ok {
-			break
-		}
-		out := make(map[string]any, len(m))
-		for k, x := range m {
-			y, err := c.convert(bx, n.values, x)
-			if err != nil {
-				return nil, err
-			}
-			out[k] = y
-		}
-		return out, nil
-	case aRecord:
-		m, ok := v.(map[string]any)
-		if !ok {
-			break
-		}
-		return c.record(bx, n, n.s, m)
-	}
-	return nil, badNative(n, v)
-}
-
-func (c *avroCompiled) record(bx *boxes, n *aNode, s *Schema, m map[string]any) (*Row, error) {
-	r := bx.row()
-	r.Schema, r.Names, r.Values = s, n.rec.names, bx.values(len(n.rec.fields))
-	for i, f := range n.rec.fields {
-		x, err := c.convert(bx, f, m[n.rec.names[i]])
-		if err != nil {
-			return nil, err
-		}
-		r.Values[i] = x
-	}
-	return r, nil
 }
 
 // ---- cache of compiled schemas by id, with coalesced registry lookups ----
@@ -799,22 +585,14 @@ func (d *Decoder) decodeAvro(ctx context.Context, which string, b []byte) (side,
 		return side{}, err
 	}
 	body := b[5:]
-	w := avroWalker{buf: body}
-	end, werr := w.walk(c.root, 0, 0)
-	if werr != nil {
-		return side{}, quarantine.Wrap(quarantine.MalformedAvro, werr, "%s: schema id %d: body of %d bytes", which, id, len(body))
+	r := avroReader{buf: bytes.Clone(body)}
+	r.bx.presize(c.nvals, c.nrows)
+	v, end, rerr := r.read(c.root, 0, 0)
+	if rerr != nil {
+		return side{}, quarantine.Wrap(quarantine.MalformedAvro, rerr, "%s: schema id %d: body of %d bytes", which, id, len(body))
 	}
 	if end != len(body) {
 		return side{}, quarantine.Errorf(quarantine.MalformedAvro, "%s: schema id %d: %d trailing bytes after the value", which, id, len(body)-end)
-	}
-	native, _, gerr := c.codec.NativeFromBinary(body)
-	if gerr != nil {
-		return side{}, quarantine.Wrap(quarantine.MalformedAvro, gerr, "%s: schema id %d", which, id)
-	}
-	var bx boxes
-	v, cerr := c.convert(&bx, c.root, native)
-	if cerr != nil {
-		return side{}, quarantine.Wrap(quarantine.MalformedAvro, cerr, "%s: schema id %d", which, id)
 	}
 	out := side{format: FormatAvro, val: v}
 	if r, ok := v.(*Row); ok {

@@ -47,6 +47,18 @@ func (b *boxes) values(n int) []any {
 	return b.vals[l : l+n : l+n]
 }
 
+// presize starts the chunks with room for vals values and rows Rows (the
+// compiled schema's count), when the current chunks have less.
+func (b *boxes) presize(vals, rows int) {
+	vals, rows = min(vals, 1024), min(rows, 64)
+	if cap(b.vals)-len(b.vals) < vals {
+		b.vals = make([]any, 0, vals)
+	}
+	if cap(b.rows)-len(b.rows) < rows {
+		b.rows = make([]Row, 0, rows)
+	}
+}
+
 func (b *boxes) row() *Row {
 	if len(b.rows) == cap(b.rows) {
 		b.rows = make([]Row, 0, 4)

@@ -235,6 +235,7 @@ func (d *Decoder) decodeJSON(topic, which string, b []byte) (side, error) {
 			switch {
 			case haveSchema && entry != nil && entry.perr == nil:
 				s.arena = make([]byte, 0, len(b)-s.pos)
+				s.bx.presize(entry.nvals, entry.nrows)
 				v, e := s.typedVal(entry.node)
 				if e != nil {
 					return side{}, jsonErr(which, e.at("payload"))
@@ -282,6 +283,7 @@ func (d *Decoder) decodeJSON(topic, which string, b []byte) (side, error) {
 		if schemaNull {
 			v, e = s.anyVal()
 		} else {
+			s.bx.presize(entry.nvals, entry.nrows)
 			v, e = s.typedVal(entry.node)
 		}
 		if e != nil {
@@ -624,6 +626,11 @@ func (d *Decoder) interpretFlat(ev *Event, r *Row, plan *flatPlan) error {
 			c.Fields = nil
 			schema = &c
 		}
+		// schemaless rows of one table repeat the same names: the kept
+		// names are collected on the stack and shared through the interner
+		var nbuf [64]string
+		names := nbuf[:0]
+		after.Values = make([]any, 0, len(r.Names))
 		for i, n := range r.Names {
 			if m, ok := isMetaName(n, d.prefix); ok {
 				if err := d.setMeta(ev, m, n, r.Values[i]); err != nil {
@@ -631,11 +638,17 @@ func (d *Decoder) interpretFlat(ev *Event, r *Row, plan *flatPlan) error {
 				}
 				continue
 			}
-			after.Names = append(after.Names, n)
+			names = append(names, n)
 			after.Values = append(after.Values, r.Values[i])
 			if schema != nil && i < len(r.Schema.Fields) {
 				schema.Fields = append(schema.Fields, r.Schema.Fields[i])
 			}
+		}
+		if len(names) > 0 {
+			after.Names = d.names.shape(names)
+		}
+		if len(after.Values) == 0 {
+			after.Values = nil
 		}
 		if schema != nil {
 			after.Schema = schema

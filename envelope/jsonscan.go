@@ -731,8 +731,7 @@ func (s *scanner) anyObject() (*Row, *decodeErr) {
 			n := len(s.vstack) - base
 			r.Values = s.bx.values(n)
 			copy(r.Values, s.vstack[base:])
-			r.Names = make([]string, n)
-			copy(r.Names, s.nstack[nbase:])
+			r.Names = s.intern.shape(s.nstack[nbase:])
 			clear(s.vstack[base:])
 			clear(s.nstack[nbase:])
 			s.vstack = s.vstack[:base]

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 )
 
 // Connect logical and Debezium type names the decoder itself cares about.
@@ -263,6 +265,26 @@ type jsonEntry struct {
 	perr  error // permanent compile error (cached so bad schemas are not re-parsed)
 	isPre bool
 	key   uint64
+	// struct fields and structs a value can hold outside arrays and maps:
+	// the scanner's chunks are sized to them (one allocation each)
+	nvals, nrows int
+}
+
+// structSlots counts the struct fields and structs reachable from n
+// without passing through an array or a map.
+func structSlots(n *node, depth int) (vals, rows int) {
+	if n == nil || n.kind != kStruct || depth > maxSchemaDepth {
+		return 0, 0
+	}
+	vals, rows = len(n.fields), 1
+	if vals > chunk {
+		vals = 0 // boxes.values allocates these on their own
+	}
+	for _, f := range n.fields {
+		v, r := structSlots(f, depth+1)
+		vals, rows = vals+v, rows+r
+	}
+	return vals, rows
 }
 
 func newJSONSchemaCache(max int) *jsonSchemaCache {
@@ -337,6 +359,7 @@ func (c *jsonSchemaCache) add(raw []byte, prefix string) *jsonEntry {
 	} else {
 		e.node = n
 		e.flat = newFlatPlan(n, prefix)
+		e.nvals, e.nrows = structSlots(n, 0)
 	}
 	e.isPre, e.key = c.keyOf(e.raw)
 	e.used.Store(c.tick.Add(1))
@@ -539,8 +562,66 @@ func newFlatPlan(n *node, prefix string) *flatPlan {
 // interner maps field-name bytes to one shared string. Reads are lock-free
 // (an immutable map swapped on insert); it stops growing at maxInterned.
 type interner struct {
-	mu sync.Mutex
-	m  atomic.Pointer[map[string]string]
+	mu     sync.Mutex
+	m      atomic.Pointer[map[string]string]
+	shapes atomic.Pointer[map[uint64][]string]
+}
+
+const maxShapes = 1024
+
+// shape returns a Names slice equal to names, shared by every schemaless
+// object with the same field names in the same order (the rows of one
+// table): one allocation per object saved. Interned names are hashed by
+// their data pointer, so a lookup does not read the names' bytes; names
+// that missed the interner simply miss here too. Like the interner it
+// stops growing at maxShapes.
+func (in *interner) shape(names []string) []string {
+	if in == nil {
+		return slices.Clone(names)
+	}
+	h := uint64(len(names))
+	for _, n := range names {
+		h = (h ^ uint64(uintptr(unsafe.Pointer(unsafe.StringData(n))))) * 0x100000001b3
+		h = (h ^ uint64(len(n))) * 0x100000001b3
+	}
+	m := in.shapes.Load()
+	if m != nil {
+		if s, ok := (*m)[h]; ok && slices.Equal(s, names) {
+			return s
+		}
+		if len(*m) >= maxShapes {
+			return slices.Clone(names)
+		}
+	}
+	c := slices.Clone(names)
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	old := in.shapes.Load()
+	if old != nil {
+		if s, ok := (*old)[h]; ok {
+			if slices.Equal(s, names) {
+				return s
+			}
+			return c // a hash collision: keep the first shape
+		}
+		if len(*old) >= maxShapes {
+			return c
+		}
+	}
+	n := make(map[uint64][]string, 1+len(*orEmpty(old)))
+	for k, v := range *orEmpty(old) {
+		n[k] = v
+	}
+	n[h] = c
+	in.shapes.Store(&n)
+	return c
+}
+
+func orEmpty(m *map[uint64][]string) *map[uint64][]string {
+	if m == nil {
+		return &map[uint64][]string{}
+	}
+	return m
 }
 
 const maxInterned = 2048

@@ -1,4 +1,5 @@
-// Command gen produces a deterministic Debezium JSON change stream
+// Command gen produces a deterministic Debezium change stream (JSON with or
+// without schemas, or Confluent Avro)
 // (internal/dbzgen) into a real Kafka broker, for the benchmarks in bench/.
 //
 // The stream is: the initial snapshot (op=r, -snapshot-rows rows), then the
@@ -17,6 +18,8 @@
 //
 //	go run ./bench/gen -brokers 127.0.0.1:9092 -topic bench.orders -snapshot-rows 5000 -events 20000
 //	go run ./bench/gen ... -expected expected.jsonl   # the reference model only, nothing produced
+//	go run ./bench/gen -format avro -registry http://127.0.0.1:8080/apis/ccompat/v7 ...
+//	go run ./bench/gen -format avro -out /tmp/avro.jsonl -decode ...  # dry run: stream file + decode rate
 package main
 
 import (
@@ -27,32 +30,40 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
+	"github.com/cdcsink/cdc-sink/envelope"
 	"github.com/cdcsink/cdc-sink/internal/dbzgen"
 	"github.com/cdcsink/cdc-sink/source"
 )
 
 type options struct {
 	brokers, topic, format, mix, part, offsets, expected, stats string
-	changesFile                                                 string
+	changesFile, registry, out                                  string
 	seed                                                        int64
 	snapshotRows, events, keys, rowWidth, partitions, txSize    int
 	from, to, lateDistance                                      int
 	duplicates, late, rate                                      float64
 	tombstones                                                  bool
+	decode                                                      bool
+	avro                                                        *dbzgen.AvroCodec // -format avro
 }
 
 func main() {
 	var o options
 	flag.StringVar(&o.brokers, "brokers", "127.0.0.1:9092", "Kafka bootstrap servers")
 	flag.StringVar(&o.topic, "topic", "bench.loja.public.orders", "topic to produce to (created with -partitions if missing)")
-	flag.StringVar(&o.format, "format", "json-schema", "json-schema (JsonConverter schemas.enable=true) | json-plain (schemaless)")
+	flag.StringVar(&o.format, "format", "json-schema", "json-schema (JsonConverter schemas.enable=true) | json-plain (schemaless) | avro (AvroConverter, Confluent framing; needs -registry or -out)")
+	flag.StringVar(&o.registry, "registry", "", "with -format avro: Confluent-compatible schema registry URL the key/value schemas are registered in (subjects <topic>-key, <topic>-value)")
+	flag.BoolVar(&o.decode, "decode", false, "with -out: also decode every written record with the envelope decoder and print events per CPU-second")
+	flag.StringVar(&o.out, "out", "", "dry run: write the selected -part as kcat JSON lines to this file instead of producing (Avro: ids 1/2 unless -registry; the schemas go to <out>.key.avsc/.value.avsc)")
 	flag.Int64Var(&o.seed, "seed", 1, "generator seed")
 	flag.IntVar(&o.snapshotRows, "snapshot-rows", 5000, "rows of the initial snapshot (the table size before the changes)")
 	flag.IntVar(&o.events, "events", 20000, "row changes after the snapshot")
@@ -96,10 +107,13 @@ func config(o options) (dbzgen.Config, error) {
 	f := dbzgen.JSONSchema
 	switch o.format {
 	case "json-schema":
-	case "json-plain":
+	case "json-plain", "avro": // avro: transcoded from the schemaless records
 		f = dbzgen.JSONPlain
 	default:
-		return dbzgen.Config{}, fmt.Errorf("-format %q: json-schema or json-plain", o.format)
+		return dbzgen.Config{}, fmt.Errorf("-format %q: json-schema, json-plain or avro", o.format)
+	}
+	if o.format == "avro" && o.registry == "" && o.out == "" && o.expected == "" && o.stats == "" {
+		return dbzgen.Config{}, fmt.Errorf("-format avro needs -registry (or -out for a dry run)")
 	}
 	keys := o.keys
 	if keys <= 0 {
@@ -147,6 +161,11 @@ func run(o options) error {
 	cfg, err := config(o)
 	if err != nil {
 		return err
+	}
+	if o.format == "avro" && o.expected == "" && o.stats == "" {
+		if o.avro, err = avroCodec(o, cfg); err != nil {
+			return err
+		}
 	}
 	t0 := time.Now()
 	if o.part == "changes" && o.changesFile != "" && o.expected == "" && o.stats == "" {
@@ -295,8 +314,131 @@ func restamp(v []byte, now time.Time) []byte {
 	return out
 }
 
+// avroCodec derives the stream's Avro schemas and registers them (subjects
+// <topic>-key and <topic>-value), or numbers them 1 and 2 for a dry run.
+func avroCodec(o options, cfg dbzgen.Config) (*dbzgen.AvroCodec, error) {
+	ac, err := dbzgen.NewAvroCodec(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if o.registry == "" {
+		ac.SetIDs(1, 2)
+		for _, f := range []struct{ name, schema string }{{".key.avsc", ac.KeySchema}, {".value.avsc", ac.ValueSchema}} {
+			if err := os.WriteFile(o.out+f.name, []byte(f.schema), 0o644); err != nil {
+				return nil, err
+			}
+		}
+		return ac, nil
+	}
+	var ids [2]int
+	for i, f := range []struct{ subject, schema string }{{o.topic + "-key", ac.KeySchema}, {o.topic + "-value", ac.ValueSchema}} {
+		if ids[i], err = register(o.registry, f.subject, f.schema); err != nil {
+			return nil, err
+		}
+	}
+	ac.SetIDs(ids[0], ids[1])
+	return ac, nil
+}
+
+// register posts schema under subject (Confluent API; Apicurio: its
+// .../apis/ccompat/v7 endpoint) and returns its id.
+func register(url, subject, schema string) (int, error) {
+	body, _ := json.Marshal(map[string]string{"schema": schema, "schemaType": "AVRO"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(url, "/")+"/subjects/"+subject+"/versions", bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/vnd.schemaregistry.v1+json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("register %s: %w", subject, err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		ID int `json:"id"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || resp.StatusCode/100 != 2 || r.ID <= 0 {
+		return 0, fmt.Errorf("register %s: HTTP %d (%v)", subject, resp.StatusCode, err)
+	}
+	return r.ID, nil
+}
+
+// dryRun writes the n records to -out (kcat JSON lines) and, with -decode,
+// decodes them all and reports the decoder's events per CPU-second.
+func dryRun(o options, n int, yield func(func(*source.Record) error) error) error {
+	var recs []*source.Record
+	var nbytes int64
+	err := yield(func(r *source.Record) error {
+		if o.avro != nil {
+			var err error
+			if r, err = o.avro.Record(r); err != nil {
+				return err
+			}
+		}
+		nbytes += int64(len(r.Key) + len(r.Value))
+		recs = append(recs, r)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(recs) != n {
+		return fmt.Errorf("wrote %d records, expected %d", len(recs), n)
+	}
+	if err := dbzgen.WriteKcatFile(o.out, recs); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "gen: wrote %d records (%s, %.0f B/record) to %s\n", n, o.format, float64(nbytes)/float64(max(1, n)), o.out)
+	if !o.decode {
+		return nil
+	}
+	opts := envelope.Options{}
+	if o.avro != nil {
+		reg := envelope.NewMemoryRegistry()
+		reg.Set(1, o.avro.KeySchema)
+		reg.Set(2, o.avro.ValueSchema)
+		opts.Registry = reg
+	}
+	d := envelope.NewDecoder(opts)
+	ctx := context.Background()
+	var bad int
+	decodeAll := func() {
+		for _, r := range recs {
+			if _, err := d.Decode(ctx, r); err != nil {
+				bad++
+			}
+		}
+	}
+	decodeAll() // warm: schemas compiled, caches filled
+	bad = 0
+	cpu0, t0 := cpuTime(), time.Now()
+	rounds := 0
+	for rounds == 0 || time.Since(t0) < 3*time.Second {
+		decodeAll()
+		rounds++
+	}
+	cpu, wall := cpuTime()-cpu0, time.Since(t0)
+	ev := float64(rounds * len(recs))
+	fmt.Fprintf(os.Stderr, "gen: decode %s: %d records x %d rounds, %.0f ns/record, %.0f events/cpu-s, %.0f events/s (%d malformed per round)\n",
+		o.format, len(recs), rounds, float64(wall.Nanoseconds())/ev, ev/cpu.Seconds(), ev/wall.Seconds(), bad/rounds)
+	return nil
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 // produce sends the n records each yields, in order, at -rate.
 func produce(o options, n int, yield func(func(*source.Record) error) error) error {
+	if o.out != "" {
+		return dryRun(o, n, yield)
+	}
 	if err := ensureTopic(o); err != nil {
 		return err
 	}
@@ -355,8 +497,16 @@ func produce(o options, n int, yield func(func(*source.Record) error) error) err
 		for j, h := range r.Headers {
 			hs[j] = kafka.Header{Key: h.Key, Value: h.Value}
 		}
+		key, val := r.Key, restamp(r.Value, now)
+		if o.avro != nil { // restamped as JSON, then transcoded
+			ar, err := o.avro.Record(&source.Record{Key: key, Value: val})
+			if err != nil {
+				return err
+			}
+			key, val = ar.Key, ar.Value
+		}
 		m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &o.topic, Partition: r.Partition},
-			Key: r.Key, Value: restamp(r.Value, now), Headers: hs, Timestamp: now, Opaque: now.UnixMicro()}
+			Key: key, Value: val, Headers: hs, Timestamp: now, Opaque: now.UnixMicro()}
 		for {
 			err := p.Produce(m, nil)
 			if err == nil {

@@ -1,0 +1,64 @@
+package envelope
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/cdcsink/cdc-sink/source"
+)
+
+// TestSchemalessShapesConcurrent: goroutines decoding schemaless rows of
+// many shapes at once (more than maxShapes, so the cache fills) each get
+// their own field names back (the flattened form without its meta names),
+// and equal rows share one Names slice while the cache has room.
+func TestSchemalessShapesConcurrent(t *testing.T) {
+	d := NewDecoder(Options{})
+	ctx := context.Background()
+	rec := func(shape int, flat bool) (*source.Record, []string) {
+		names := []string{fmt.Sprintf("a%d", shape), "b", fmt.Sprintf("c%d", shape%7)}
+		v := fmt.Sprintf(`{"op":"c","after":{%q:1,%q:2,%q:3}}`, names[0], names[1], names[2])
+		if flat {
+			v = fmt.Sprintf(`{%q:1,"__op":"u",%q:2,%q:3,"__deleted":"false"}`, names[0], names[1], names[2])
+		}
+		return &source.Record{Topic: "t", Key: []byte(`{"id":1}`), Value: []byte(v)}, names
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func(g int) {
+			defer wg.Done()
+			for i := 0; i < 1500; i++ {
+				r, want := rec((i*8+g)%(maxShapes+300), g%2 == 1)
+				ev, err := d.Decode(ctx, r)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if !slices.Equal(ev.After.Names, want) {
+					errs <- fmt.Errorf("names %v, want %v", ev.After.Names, want)
+					return
+				}
+			}
+		}(g)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	// sharing, on a decoder whose cache has room
+	d2 := NewDecoder(Options{})
+	a, _ := rec(3, false)
+	b, _ := rec(3, false)
+	ea, eb := mustDecode(t, d2, a), mustDecode(t, d2, b)
+	if &ea.After.Names[0] != &eb.After.Names[0] {
+		t.Error("equal schemaless rows do not share Names")
+	}
+	if &ea.Key.Names[0] != &eb.Key.Names[0] {
+		t.Error("equal schemaless keys do not share Names")
+	}
+}
