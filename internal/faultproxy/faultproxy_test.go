@@ -119,7 +119,7 @@ func TestObject(t *testing.T) {
 	p := &Proxy{sessions: map[string]string{"sess-1": "bkt/lake/t/part-1.parquet"}}
 	for _, c := range []struct{ method, url, want string }{
 		{"PUT", "/lake/t/_delta_log/00000000000000000002.json?x-id=PutObject", "lake/t/_delta_log/00000000000000000002.json"}, // S3 path style
-		{"PUT", "/devstoreaccount1/lake/t/part-1.parquet?comp=block&blockid=AA", "devstoreaccount1/lake/t/part-1.parquet"},     // Azurite
+		{"PUT", "/devstoreaccount1/lake/t/part-1.parquet?comp=block&blockid=AA", "devstoreaccount1/lake/t/part-1.parquet"},    // Azurite
 		{"POST", "/upload/storage/v1/b/bkt/o?alt=json&name=lake%2Ft%2F_delta_log%2F00000000000000000002.json&uploadType=multipart", "bkt/lake/t/_delta_log/00000000000000000002.json"},
 		{"PUT", "/upload/storage/v1/b/bkt/o?uploadType=resumable&upload_id=sess-1", "bkt/lake/t/part-1.parquet"},
 		{"PUT", "/upload/storage/v1/b/bkt/o?uploadType=resumable&upload_id=unknown", ""},
