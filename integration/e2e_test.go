@@ -601,6 +601,15 @@ func TestPipeline(t *testing.T) {
 		f.converge(t, 10*time.Minute)
 	})
 
+	// The table on object storage: `run` into s3:// on SeaweedFS, kill -9 twice while changes
+	// flow; after the last source change of the suite, so the spark phase compares it too.
+	var s3 *s3Target
+	var s3Sink *sinkProc
+	f.phase("s3-run-kill-9", func(t *testing.T) {
+		s3 = startS3(t, f.t)
+		s3Sink = f.s3RunKill9(t, s3)
+	})
+
 	// The runbook's rebuild: replay each topic from the beginning into a new
 	// table with its own sink name (stopping at the end offsets captured at
 	// start), then `diff` it against the live table.
@@ -644,7 +653,11 @@ func TestPipeline(t *testing.T) {
 		// the JSON rebuild was widened with Delta typeWidening (narrow old files)
 		widened := f.pipes[0].Sink.TableDir + "-rebuild"
 		dirs = append(dirs, widened)
+		// Spark reads the s3:// table through hadoop-aws s3a.
+		sparkS3Env(t, s3)
+		dirs = append(dirs, s3Sink.TableDir)
 		got, rows := sparkLive(t, dirs)
+		sameRows(t, s3Sink.TableDir, rows[s3Sink.TableDir])
 		for _, dir := range dirs {
 			t.Logf("spark: %s %d live rows, postgres %d", filepath.Base(dir), got[dir], want)
 			if got[dir] != want {

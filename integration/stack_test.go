@@ -250,6 +250,8 @@ type sinkProc struct {
 	starts                                     int
 	registryURL                                string
 	MaxRecords                                 int // batch.max_records
+	// ExtraConfig is appended to the YAML (e.g. a storage: block for an s3:// table).
+	ExtraConfig string
 }
 
 func newSink(t testing.TB, name, topic, registryURL string) *sinkProc {
@@ -298,7 +300,7 @@ log:
   format: json
 merge:
   shutdown_grace: 20s
-`, name, stk.Brokers, name, topic, topic, s.TableDir, reg, s.MaxRecords, filepath.Join(dir, "quarantine.jsonl"))
+%s`, name, stk.Brokers, name, topic, topic, s.TableDir, reg, s.MaxRecords, filepath.Join(dir, "quarantine.jsonl"), s.ExtraConfig)
 	if err := os.WriteFile(s.ConfigPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,15 @@ microseconds UTC, dates YYYY-MM-DD, binary base64).
 
 One Spark session serves every table given, since startup dominates.
 
-usage: spark_rows.py TABLE_DIR [TABLE_DIR...]
+usage: spark_rows.py TABLE [TABLE...]
+
+A TABLE is a directory or an s3:// / s3a:// URL, read through Hadoop's s3a
+connector. s3a needs the hadoop-aws jars matching pyspark's Hadoop, fetched by
+`scripts/stack/fetch.sh hadoop-aws` (a directory of jars, given in
+CDC_SINK_HADOOP_AWS_LIBS), and takes the store from the AWS_* variables:
+AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL (a plain http:// endpoint turns SSL
+off), AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION; path-style
+addressing unless CDC_SINK_SPARK_S3_PATH_STYLE=false.
 """
 import base64
 import datetime
@@ -40,6 +48,33 @@ def canon(v):
     return v
 
 
+def s3a_config(builder):
+    """Adds the s3a jars and settings to the Spark builder (s3:// tables given)."""
+    libs = os.environ.get("CDC_SINK_HADOOP_AWS_LIBS", "")
+    if not libs or not os.path.isdir(libs):
+        sys.exit("spark_rows.py: s3:// tables need CDC_SINK_HADOOP_AWS_LIBS, the hadoop-aws jars dir "
+                 "(eval \"$(scripts/stack/fetch.sh hadoop-aws)\" prints it as HADOOP_AWS_LIBS)")
+    jars = sorted(os.path.join(libs, f) for f in os.listdir(libs) if f.endswith(".jar"))
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or ""
+    conf = {
+        "spark.jars": ",".join(jars),
+        # s3:// is not mapped to s3a by Hadoop; our locations use it (same meaning as s3a://).
+        "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+        "spark.hadoop.fs.s3a.path.style.access": os.environ.get("CDC_SINK_SPARK_S3_PATH_STYLE", "true"),
+        "spark.hadoop.fs.s3a.endpoint.region": os.environ.get("AWS_REGION", "us-east-1"),
+        # Static keys only: no instance metadata or profile lookups against a test store.
+        "spark.hadoop.fs.s3a.aws.credentials.provider": "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider",
+        "spark.hadoop.fs.s3a.access.key": os.environ.get("AWS_ACCESS_KEY_ID", ""),
+        "spark.hadoop.fs.s3a.secret.key": os.environ.get("AWS_SECRET_ACCESS_KEY", ""),
+    }
+    if endpoint:
+        conf["spark.hadoop.fs.s3a.endpoint"] = endpoint
+        conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(endpoint.startswith("https://")).lower()
+    for k, v in conf.items():
+        builder = builder.config(k, v)
+    return builder
+
+
 def main():
     from delta import configure_spark_with_delta_pip
     from pyspark.sql import SparkSession
@@ -56,6 +91,8 @@ def main():
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
     )
+    if any(p.startswith(("s3://", "s3a://")) for p in sys.argv[1:]):
+        builder = s3a_config(builder)
     spark = configure_spark_with_delta_pip(builder).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     for path in sys.argv[1:]:

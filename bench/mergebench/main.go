@@ -4,6 +4,13 @@
 // time, bytes written per batch and peak RSS.
 //
 //	go run ./bench/mergebench -rows 1000000 -batches 20 -batch 10000
+//
+// -table puts the table anywhere cdc-sink can: a directory or an s3:// URL
+// (the S3 settings as cdc-sink takes them: the AWS SDK's chain plus
+// CDC_SINK_STORAGE_S3_ENDPOINT / _PATH_STYLE / _REGION, or the -s3-* flags):
+//
+//	CDC_SINK_STORAGE_S3_ENDPOINT=http://127.0.0.1:8333 CDC_SINK_STORAGE_S3_PATH_STYLE=true \
+//	  go run ./bench/mergebench -rows 1000000 -table s3://bench/orders
 package main
 
 import (
@@ -24,6 +31,8 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/cdcsink/cdc-sink/delta"
+	_ "github.com/cdcsink/cdc-sink/delta/s3store" // s3:// tables
 	"github.com/cdcsink/cdc-sink/merge"
 	"github.com/cdcsink/cdc-sink/normalize"
 	"github.com/cdcsink/cdc-sink/versioning"
@@ -63,6 +72,8 @@ func (g *gen) change(id int64, op byte) *normalize.Change {
 }
 
 type result struct {
+	// Table is the location measured: "local" (a temp dir) or the -table value.
+	Table        string  `json:"table"`
 	Rows         int64   `json:"rows"`
 	BatchChanges int     `json:"batch_changes"`
 	Batches      int     `json:"batches"`
@@ -73,7 +84,13 @@ type result struct {
 	MaxMs        float64 `json:"max_ms"`
 	MedianBytes  int64   `json:"median_bytes_written"`
 	MaxBytes     int64   `json:"max_bytes_written"`
-	PeakRSSMiB   float64 `json:"peak_rss_mib"`
+	// The commit step alone (log write: put-if-absent of the next version),
+	// per batch, as merge reports it (Result.CommitMs, whole milliseconds).
+	CommitMedianMs int64 `json:"commit_median_ms"`
+	CommitP99Ms    int64 `json:"commit_p99_ms"`
+	// TotalBytes is everything the measured batches wrote (data, DVs, log).
+	TotalBytes int64   `json:"total_bytes_written"`
+	PeakRSSMiB float64 `json:"peak_rss_mib"`
 	// HeapAfterOpenMiB is the live Go heap right after Open (a forced GC):
 	// what holding this table open costs, mostly the key index.
 	HeapAfterOpenMiB float64 `json:"heap_after_open_mib"`
@@ -88,24 +105,39 @@ func main() {
 	batch := flag.Int("batch", 10000, "changes per measured batch")
 	batches := flag.Int("batches", 20, "measured batches")
 	buildBatch := flag.Int("build-batch", 1_000_000, "rows per batch while building")
-	dir := flag.String("dir", "", "table directory (default: a temp dir, removed after)")
+	dir := flag.String("dir", "", "directory holding the table (default: a temp dir, removed after)")
+	location := flag.String("table", "", "table location instead of -dir: a path or s3://bucket/prefix (left in place)")
+	s3Endpoint := flag.String("s3-endpoint", os.Getenv("CDC_SINK_STORAGE_S3_ENDPOINT"), "S3 endpoint (default $CDC_SINK_STORAGE_S3_ENDPOINT)")
+	s3PathStyle := flag.Bool("s3-path-style", os.Getenv("CDC_SINK_STORAGE_S3_PATH_STYLE") == "true", "path-style S3 addressing (default $CDC_SINK_STORAGE_S3_PATH_STYLE)")
+	s3Region := flag.String("s3-region", os.Getenv("CDC_SINK_STORAGE_S3_REGION"), "S3 region (default $CDC_SINK_STORAGE_S3_REGION, then the SDK's)")
 	keep := flag.Bool("keep", false, "keep the table")
 	cpuprof := flag.String("cpuprofile", "", "write a CPU profile of the measured batches")
 	flag.Parse()
 	ctx := context.Background()
-	d := *dir
-	if d == "" {
-		var err error
-		if d, err = os.MkdirTemp("", "mergebench"); err != nil {
-			fail(err)
+	table, name := *location, *location
+	if table == "" {
+		d := *dir
+		if d == "" {
+			var err error
+			if d, err = os.MkdirTemp("", "mergebench"); err != nil {
+				fail(err)
+			}
 		}
+		if !*keep {
+			defer os.RemoveAll(d)
+		}
+		table, name = filepath.Join(d, "orders"), "local"
+	} else if *dir != "" {
+		fail(fmt.Errorf("-dir and -table are exclusive"))
 	}
-	if !*keep {
-		defer os.RemoveAll(d)
+	// Refuse a bad location or an unsupported scheme before building anything.
+	so := delta.StorageOptions{S3: delta.S3Options{Endpoint: *s3Endpoint, PathStyle: *s3PathStyle, Region: *s3Region}}
+	if _, err := delta.OpenStorage(ctx, table, so); err != nil {
+		fail(fmt.Errorf("-table %s: %w", table, err))
 	}
-	table := filepath.Join(d, "orders")
+	opts := merge.Options{Sink: "bench", StorageOptions: so}
 	g := &gen{rng: rand.New(rand.NewSource(1))}
-	res := result{Rows: *rows, BatchChanges: *batch, Batches: *batches}
+	res := result{Table: name, Rows: *rows, BatchChanges: *batch, Batches: *batches}
 	off := int64(0)
 	apply := func(t *merge.Table, cs []*normalize.Change) *merge.Result {
 		off += int64(len(cs))
@@ -117,7 +149,7 @@ func main() {
 		return r
 	}
 	t0 := time.Now()
-	t, err := merge.Open(ctx, table, merge.Options{Sink: "bench"})
+	t, err := merge.Open(ctx, table, opts)
 	if err != nil {
 		fail(err)
 	}
@@ -135,7 +167,7 @@ func main() {
 	t = nil
 	runtime.GC()
 	t0 = time.Now()
-	if t, err = merge.Open(ctx, table, merge.Options{Sink: "bench"}); err != nil {
+	if t, err = merge.Open(ctx, table, opts); err != nil {
 		fail(err)
 	}
 	res.OpenSeconds = time.Since(t0).Seconds()
@@ -155,7 +187,7 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	var durs []float64
-	var bytes []int64
+	var bytes, commits []int64
 	total := time.Duration(0)
 	live := g.next
 	for b := 0; b < *batches; b++ {
@@ -186,6 +218,8 @@ func main() {
 		total += el
 		durs = append(durs, float64(el.Microseconds())/1000)
 		bytes = append(bytes, r.BytesWritten)
+		commits = append(commits, r.CommitMs)
+		res.TotalBytes += r.BytesWritten
 		fmt.Fprintf(os.Stderr, "batch %d: %v, %d bytes, ins=%d upd=%d del=%d (fold %dms write %dms commit %dms)\n",
 			b, el.Round(time.Millisecond), r.BytesWritten, r.Inserted, r.Updated, r.Deleted, r.FoldMs, r.WriteMs, r.CommitMs)
 	}
@@ -196,6 +230,9 @@ func main() {
 	res.MaxMs = durs[len(durs)-1]
 	res.MedianBytes = bytes[len(bytes)/2]
 	res.MaxBytes = bytes[len(bytes)-1]
+	sort.Slice(commits, func(i, j int) bool { return commits[i] < commits[j] })
+	res.CommitMedianMs = commits[len(commits)/2]
+	res.CommitP99Ms = commits[min(len(commits)-1, int(float64(len(commits))*0.99))]
 	res.PeakRSSMiB = peakRSS()
 	res.GCCPUSeconds = gcCPU() - gc0
 	res.ChangesPerSec = float64(*batch**batches) / total.Seconds()

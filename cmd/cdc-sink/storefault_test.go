@@ -25,39 +25,51 @@ import (
 // quarantined (transient faults are retried, never quarantined).
 func TestObjectStoreFaults(t *testing.T) {
 	for _, backend := range []string{"azure", "s3"} {
-		t.Run(backend, func(t *testing.T) { objectStoreFaults(t, backend) })
+		t.Run(backend, func(t *testing.T) {
+			var ft faultTarget
+			switch backend {
+			case "azure":
+				srv := azurite.Start(t)
+				srv.CreateContainer(t, "lake")
+				srv.Env(t)
+				ft = faultTarget{target: fmt.Sprintf("http://127.0.0.1:%d", srv.Port), remote: "az://lake/lake/faulty", upload: http.MethodPut,
+					point: func(t *testing.T, proxy string) {
+						t.Setenv("CDC_SINK_STORAGE_AZURE_ENDPOINT", proxy+"/"+azurite.Account)
+					}}
+			case "s3":
+				srv := s3Env(t, "lake-faults")
+				ft = faultTarget{target: srv.Endpoint, remote: "s3://lake-faults/lake/faulty", upload: http.MethodPut,
+					point: func(t *testing.T, proxy string) { t.Setenv("CDC_SINK_STORAGE_S3_ENDPOINT", proxy) }}
+			}
+			objectStoreFaults(t, ft)
+		})
 	}
 }
 
-func objectStoreFaults(t *testing.T, backend string) {
-	var target, remote string
-	switch backend {
-	case "azure":
-		srv := azurite.Start(t)
-		srv.CreateContainer(t, "lake")
-		srv.Env(t)
-		target, remote = fmt.Sprintf("http://127.0.0.1:%d", srv.Port), "az://lake/lake/faulty"
-	case "s3":
-		srv := s3Env(t, "lake-faults")
-		target, remote = srv.Endpoint, "s3://lake-faults/lake/faulty"
-	}
-	// (the S3 SDK adds ?x-id=PutObject: match the key before any query)
-	proxy, err := faultproxy.New(target,
-		faultproxy.Rule{Method: http.MethodPut, Path: regexp.MustCompile(`/_delta_log/00000000000000000002\.json(\?|$)`), Action: faultproxy.DropResponse, Times: 1},
-		faultproxy.Rule{Method: http.MethodPut, Path: regexp.MustCompile(`\.parquet(\?|$)`), Action: faultproxy.Status, Status: 503, Skip: 1, Times: 4},
-		faultproxy.Rule{Method: http.MethodPut, Path: regexp.MustCompile(`\.parquet(\?|$)`), Action: faultproxy.ResetMidBody, AfterBytes: 200, Skip: 2, Times: 1},
-		faultproxy.Rule{Method: http.MethodGet, Path: regexp.MustCompile(`/_delta_log/`), Action: faultproxy.Delay, Delay: 300 * time.Millisecond, Times: 2},
+// faultTarget is one object store behind the fault proxy.
+type faultTarget struct {
+	target string // the store's endpoint
+	remote string // the table location on it
+	upload string // the HTTP method of an object upload (GCS: POST, then PUT for resumable chunks)
+	point  func(t *testing.T, proxyURL string)
+}
+
+func objectStoreFaults(t *testing.T, ft faultTarget) {
+	remote := ft.remote
+	// Rules match the object a request addresses (faultproxy.Proxy.Object),
+	// the same for every store: a path for S3 and Azure, a query parameter or
+	// an upload session for GCS.
+	proxy, err := faultproxy.New(ft.target,
+		faultproxy.Rule{Method: ft.upload, Object: regexp.MustCompile(`/_delta_log/00000000000000000002\.json$`), Action: faultproxy.DropResponse, Times: 1},
+		faultproxy.Rule{Method: ft.upload, Object: regexp.MustCompile(`\.parquet$`), Action: faultproxy.Status, Status: 503, Skip: 1, Times: 4},
+		faultproxy.Rule{Method: ft.upload, Object: regexp.MustCompile(`\.parquet$`), Action: faultproxy.ResetMidBody, AfterBytes: 200, Skip: 2, Times: 1},
+		faultproxy.Rule{Method: http.MethodGet, Object: regexp.MustCompile(`/_delta_log/`), Action: faultproxy.Delay, Delay: 300 * time.Millisecond, Times: 2},
 	)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(proxy.Close)
-	switch backend {
-	case "azure":
-		t.Setenv("CDC_SINK_STORAGE_AZURE_ENDPOINT", proxy.URL+"/"+azurite.Account)
-	case "s3":
-		t.Setenv("CDC_SINK_STORAGE_S3_ENDPOINT", proxy.URL)
-	}
+	ft.point(t, proxy.URL)
 
 	tmp := t.TempDir()
 	in := filepath.Join(tmp, "items.jsonl")

@@ -3,8 +3,14 @@
 // response of a request the server did apply (an ambiguous outcome), answer
 // with an error status instead of forwarding (503 bursts), reset the
 // connection part-way through an upload, or add latency. Rules match by
-// method and path and fire a bounded number of times, so tests stay
-// deterministic.
+// method, URL and the object a request addresses, and fire a bounded number
+// of times, so tests stay deterministic.
+//
+// The object is what lets one rule serve every store: S3 and Azure name it
+// in the path, GCS's JSON API in the name= query parameter of an upload
+// (POST /upload/storage/v1/b/BUCKET/o?uploadType=multipart&name=KEY) and,
+// for the later requests of a resumable upload, only through the session
+// (upload_id=) the first request opened; the proxy remembers those.
 package faultproxy
 
 import (
@@ -15,6 +21,8 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -39,6 +47,7 @@ const (
 type Rule struct {
 	Method     string         // "" matches every method
 	Path       *regexp.Regexp // nil matches every path (URL path and raw query)
+	Object     *regexp.Regexp // nil matches every request; else the object addressed (see Object)
 	Action     Action
 	Status     int           // Status
 	AfterBytes int64         // ResetMidBody
@@ -59,6 +68,8 @@ type Proxy struct {
 	rules  []*Rule
 	fired  int
 	counts map[Action]int
+	// GCS resumable upload sessions: upload_id → bucket/object
+	sessions map[string]string
 }
 
 // New starts a proxy on a loopback port in front of target (http://host:port).
@@ -67,7 +78,8 @@ func New(target string, rules ...Rule) (*Proxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Proxy{rp: httputil.NewSingleHostReverseProxy(u), counts: map[Action]int{}}
+	p := &Proxy{rp: httputil.NewSingleHostReverseProxy(u), counts: map[Action]int{}, sessions: map[string]string{}}
+	p.rp.ModifyResponse = p.remember
 	for _, r := range rules {
 		p.Add(r)
 	}
@@ -105,7 +117,60 @@ func (p *Proxy) Fired() (total int, byAction map[Action]int) {
 // Close stops the proxy.
 func (p *Proxy) Close() { p.srv.Close() }
 
+// gcsPrefixes are the GCS JSON API's paths that name an object after /o/.
+var gcsPrefixes = []string{"/upload/storage/v1/b/", "/download/storage/v1/b/", "/storage/v1/b/"}
+
+// Object returns the object a request addresses, as "bucket/key" (decoded):
+// for S3 and Azure (and the GCS XML API) the URL path without its leading
+// slash (Azurite's paths start with the account: "account/container/blob");
+// for the GCS JSON API the bucket and the object from the path or from the
+// upload's name= parameter, or from the resumable session of upload_id=.
+// "" when the request names no object (a listing, a bucket).
+func (p *Proxy) Object(r *http.Request) string {
+	for _, pre := range gcsPrefixes {
+		rest, ok := strings.CutPrefix(r.URL.Path, pre)
+		if !ok {
+			continue
+		}
+		bucket, obj, _ := strings.Cut(rest, "/o")
+		q := r.URL.Query()
+		switch {
+		case strings.HasPrefix(obj, "/"): // …/b/BUCKET/o/OBJECT
+			return bucket + "/" + obj[1:]
+		case q.Get("name") != "":
+			return bucket + "/" + q.Get("name")
+		case q.Get("upload_id") != "":
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			return p.sessions[q.Get("upload_id")]
+		}
+		return ""
+	}
+	return strings.TrimPrefix(r.URL.Path, "/")
+}
+
+// remember records the object of a GCS resumable upload session, named only
+// by the Location (upload_id=) of the response that opened it.
+func (p *Proxy) remember(resp *http.Response) error {
+	r := resp.Request
+	if r == nil || r.Method != http.MethodPost || r.URL.Query().Get("uploadType") != "resumable" {
+		return nil
+	}
+	obj := p.Object(r)
+	loc, err := url.Parse(resp.Header.Get("Location"))
+	if obj == "" || err != nil {
+		return nil
+	}
+	if id := loc.Query().Get("upload_id"); id != "" {
+		p.mu.Lock()
+		p.sessions[id] = obj
+		p.mu.Unlock()
+	}
+	return nil
+}
+
 func (p *Proxy) match(r *http.Request) *Rule {
+	obj := p.Object(r) // before taking the lock: Object takes it for sessions
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	target := r.URL.Path
@@ -117,6 +182,9 @@ func (p *Proxy) match(r *http.Request) *Rule {
 			continue
 		}
 		if rule.Path != nil && !rule.Path.MatchString(target) {
+			continue
+		}
+		if rule.Object != nil && (obj == "" || !rule.Object.MatchString(obj)) {
 			continue
 		}
 		if rule.Times > 0 && rule.fired >= rule.Times {
@@ -143,6 +211,12 @@ func (p *Proxy) serve(w http.ResponseWriter, r *http.Request) {
 	switch rule.Action {
 	case Status:
 		_, _ = io.Copy(io.Discard, r.Body)
+		if isGCSJSON(r) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(rule.Status)
+			_, _ = io.WriteString(w, `{"error":{"code":`+strconv.Itoa(rule.Status)+`,"message":"injected by faultproxy"}}`)
+			return
+		}
 		w.Header().Set("Content-Type", "application/xml")
 		w.WriteHeader(rule.Status)
 		_, _ = io.WriteString(w, "<Error><Code>SlowDown</Code><Message>injected by faultproxy</Message></Error>")
@@ -177,4 +251,13 @@ func hangUp(w http.ResponseWriter) {
 		_ = tc.SetLinger(0) // RST, like a dropped connection
 	}
 	_ = c.Close()
+}
+
+func isGCSJSON(r *http.Request) bool {
+	for _, pre := range gcsPrefixes {
+		if strings.HasPrefix(r.URL.Path, pre) {
+			return true
+		}
+	}
+	return false
 }

@@ -114,3 +114,73 @@ func equal(a, b []int) bool {
 	}
 	return true
 }
+
+func TestObject(t *testing.T) {
+	p := &Proxy{sessions: map[string]string{"sess-1": "bkt/lake/t/part-1.parquet"}}
+	for _, c := range []struct{ method, url, want string }{
+		{"PUT", "/lake/t/_delta_log/00000000000000000002.json?x-id=PutObject", "lake/t/_delta_log/00000000000000000002.json"}, // S3 path style
+		{"PUT", "/devstoreaccount1/lake/t/part-1.parquet?comp=block&blockid=AA", "devstoreaccount1/lake/t/part-1.parquet"},    // Azurite
+		{"POST", "/upload/storage/v1/b/bkt/o?alt=json&name=lake%2Ft%2F_delta_log%2F00000000000000000002.json&uploadType=multipart", "bkt/lake/t/_delta_log/00000000000000000002.json"},
+		{"PUT", "/upload/storage/v1/b/bkt/o?uploadType=resumable&upload_id=sess-1", "bkt/lake/t/part-1.parquet"},
+		{"PUT", "/upload/storage/v1/b/bkt/o?uploadType=resumable&upload_id=unknown", ""},
+		{"GET", "/download/storage/v1/b/bkt/o/lake%2Ft%2F_delta_log%2F00000000000000000001.json?alt=media", "bkt/lake/t/_delta_log/00000000000000000001.json"},
+		{"GET", "/storage/v1/b/bkt/o/lake%2Ft%2Fx?alt=json", "bkt/lake/t/x"},
+		{"GET", "/storage/v1/b/bkt/o?prefix=lake%2Ft%2F_delta_log%2F", ""}, // a listing
+	} {
+		r := httptest.NewRequest(c.method, c.url, nil)
+		if got := p.Object(r); got != c.want {
+			t.Errorf("%s %s: object %q, want %q", c.method, c.url, got, c.want)
+		}
+	}
+}
+
+// A fake GCS resumable upload: the POST that opens the session names the
+// object; the PUTs that carry the data name only the session, and a rule
+// on the object still matches them.
+func TestGCSResumableSession(t *testing.T) {
+	var mu sync.Mutex
+	got := map[string]int{}
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case r.Method == http.MethodPost && r.URL.Query().Get("uploadType") == "resumable":
+			w.Header().Set("Location", "http://"+r.Host+"/upload/storage/v1/b/bkt/o?uploadType=resumable&upload_id=s-"+r.URL.Query().Get("name"))
+		case r.Method == http.MethodPut:
+			got[r.URL.Query().Get("upload_id")]++
+		}
+	}))
+	defer backend.Close()
+	p, err := New(backend.URL, Rule{Method: http.MethodPut, Object: regexp.MustCompile(`\.parquet$`), Action: Status, Status: 503, Times: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	do := func(method, u string) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, p.URL+u, strings.NewReader("chunk"))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, name := range []string{"lake%2F00.json", "lake%2Fpart-1.parquet"} {
+		if code := do(http.MethodPost, "/upload/storage/v1/b/bkt/o?uploadType=resumable&name="+name); code != 200 {
+			t.Fatalf("open session %s: HTTP %d", name, code)
+		}
+	}
+	codes := []int{
+		do(http.MethodPut, "/upload/storage/v1/b/bkt/o?uploadType=resumable&upload_id=s-lake/00.json"),
+		do(http.MethodPut, "/upload/storage/v1/b/bkt/o?uploadType=resumable&upload_id=s-lake/part-1.parquet"),
+		do(http.MethodPut, "/upload/storage/v1/b/bkt/o?uploadType=resumable&upload_id=s-lake/part-1.parquet"),
+	}
+	if want := []int{200, 503, 200}; !equal(codes, want) {
+		t.Fatalf("chunk PUTs answered %v, want %v (the 503 on the parquet session only)", codes, want)
+	}
+	if got["s-lake/00.json"] != 1 || got["s-lake/part-1.parquet"] != 1 {
+		t.Fatalf("backend received %v", got)
+	}
+}

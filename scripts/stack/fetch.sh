@@ -5,7 +5,8 @@
 # a version bump in a pom fetches a fresh dir. Prints nothing but the resolved dirs (KEY=DIR lines)
 # on stdout, so callers can `eval "$(scripts/stack/fetch.sh)"`.
 #
-# Usage: scripts/stack/fetch.sh [kafka] [debezium] [apicurio-converter] [apicurio-registry]   (default: all)
+# Usage: scripts/stack/fetch.sh [kafka] [debezium] [apicurio-converter] [apicurio-registry] [hadoop-aws]
+#        (default: all; hadoop-aws is for Spark reading s3:// tables in the e2e suite)
 source "$(dirname "$0")/common.sh"
 
 command -v mvn >/dev/null || die "mvn not found (apt-get install -y maven)"
@@ -63,7 +64,7 @@ build_registry() {
 }
 
 want=("$@")
-[ ${#want[@]} -gt 0 ] || want=(kafka debezium apicurio-converter apicurio-registry)
+[ ${#want[@]} -gt 0 ] || want=(kafka debezium apicurio-converter apicurio-registry hadoop-aws)
 for w in "${want[@]}"; do
   case $w in
     kafka) echo "KAFKA_LIBS=$(fetch_pom kafka)/libs" ;;
@@ -71,6 +72,8 @@ for w in "${want[@]}"; do
     debezium) echo "DEBEZIUM_LIBS=$(fetch_pom debezium -DexcludeGroupIds=org.apache.kafka,org.slf4j)/libs" ;;
     apicurio-converter) echo "APICURIO_CONVERTER_LIBS=$(fetch_pom apicurio-converter -DexcludeGroupIds=org.apache.kafka,org.slf4j)/libs" ;;
     apicurio-registry) echo "APICURIO_REGISTRY_APP=$(build_registry)/app" ;;
+    # Spark (pyspark's jars/) already has Netty, HttpClient, commons-* and SLF4J.
+    hadoop-aws) echo "HADOOP_AWS_LIBS=$(fetch_pom hadoop-aws -DexcludeGroupIds=io.netty,org.slf4j,org.apache.httpcomponents,commons-logging,commons-codec)/libs" ;;
     *) die "unknown component $w" ;;
   esac
 done
