@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/cdcsink/cdc-sink/internal/deltacheck"
 	"github.com/cdcsink/cdc-sink/internal/webdriver"
+	"github.com/cdcsink/cdc-sink/status"
 )
 
 // browserTools finds chromium and chromedriver. Without them the test is
@@ -96,6 +98,17 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Fatalf("/progress totals %v: want %d quarantined, at least %d records", p.Totals, len(s.Malformed()), len(s.Records))
 	}
 
+	// The terminal summary of the same sink agrees too.
+	code, out, errOut := runCLI(t, "status", "--url", "http://"+r.addr, "--json")
+	var st status.Status
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil {
+		t.Fatalf("status --url: exit %d: %s %s", code, out, errOut)
+	}
+	if st.Totals.Records != p.Totals["records"] || st.Totals.Batches != p.Totals["batches"] || len(st.Tables) != 1 ||
+		st.Tables[0].Version != p.Tables[dir].Version || st.Tables[0].Live != int64(live) {
+		t.Fatalf("status --url %+v disagrees with /progress %+v (live rows %d)", st, p, live)
+	}
+
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	d, err := webdriver.Start(ctx, driver)
@@ -163,12 +176,12 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if !bytes.HasPrefix(png, []byte("\x89PNG")) || len(png) < 10000 {
 		t.Fatalf("screenshot: %d bytes, not a PNG of a page", len(png))
 	}
-	out := filepath.Join(t.TempDir(), "status-page.png")
+	shot := filepath.Join(t.TempDir(), "status-page.png")
 	if os.Getenv("CDC_SINK_UPDATE_SCREENSHOT") == "1" {
-		out = filepath.Join(deltacheck.RepoRoot(), "docs", "status-page.png")
+		shot = filepath.Join(deltacheck.RepoRoot(), "docs", "status-page.png")
 	}
-	if err := os.WriteFile(out, png, 0o644); err != nil {
+	if err := os.WriteFile(shot, png, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("screenshot: %s (%d bytes)", out, len(png))
+	t.Logf("screenshot: %s (%d bytes)", shot, len(png))
 }
