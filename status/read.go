@@ -67,16 +67,9 @@ func FromTables(ctx context.Context, tables []*tablerows.Table) (*Status, error)
 			}
 			// Offsets are txns with appId <sink>/<topic>/<partition>.
 			for app, tx := range txns {
-				rest, ok := strings.CutPrefix(app, sink+"/")
-				i := strings.LastIndexByte(rest, '/')
-				if !ok || i <= 0 {
-					continue
+				if topic, p, ok := parseOffsetAppID(sink, app); ok {
+					s.Partitions = append(s.Partitions, Partition{Topic: topic, Partition: p, Offset: tx.Version, Lag: -1, Table: t.Dir})
 				}
-				p, err := strconv.ParseInt(rest[i+1:], 10, 32)
-				if err != nil {
-					continue
-				}
-				s.Partitions = append(s.Partitions, Partition{Topic: rest[:i], Partition: int32(p), Offset: tx.Version, Lag: -1, Table: t.Dir})
 			}
 		}
 		s.Tables = append(s.Tables, tb)
@@ -88,4 +81,24 @@ func FromTables(ctx context.Context, tables []*tablerows.Table) (*Status, error)
 	}
 	sortPartitions(s.Partitions)
 	return s, nil
+}
+
+// parseOffsetAppID splits a per-partition progress txn appId,
+// "<sink>/<topic>/<partition>" (merge writes them), for the given sink.
+// Other appIds (the sink's batch txn, other sinks') are not offsets.
+func parseOffsetAppID(sink, app string) (topic string, partition int32, ok bool) {
+	rest, ok := strings.CutPrefix(app, sink+"/")
+	i := strings.LastIndexByte(rest, '/')
+	if !ok || i <= 0 {
+		return "", 0, false
+	}
+	digits := rest[i+1:]
+	if digits == "" || (len(digits) > 1 && digits[0] == '0') || strings.IndexFunc(digits, func(r rune) bool { return r < '0' || r > '9' }) >= 0 {
+		return "", 0, false // only the canonical decimal merge writes
+	}
+	p, err := strconv.ParseInt(digits, 10, 32)
+	if err != nil {
+		return "", 0, false
+	}
+	return rest[:i], int32(p), true
 }
