@@ -56,8 +56,12 @@ unit: venv stack-pg azurite ## go test -race (Delta read-back checks use the ven
 	# gs:// lives behind the gcs build tag (keeps the Google SDK out of the default binary)
 	$(GO) test -race -count=1 -tags gcs -run 'TestGCS' ./cmd/cdc-sink
 
+.PHONY: alerts-test
+alerts-test: ## promtool check + unit tests of deploy/prometheus/alerts.yaml (Debian package prometheus); TestMonitoringAssets runs them too
+	cd deploy/prometheus && promtool check rules alerts.yaml && promtool test rules alerts_test.yaml
+
 .PHONY: test
-test: venv fmt-check vet unit e2e ## what CI runs: venv, gofmt check, vet, unit tests, then e2e on the native stack
+test: venv fmt-check vet alerts-test unit e2e ## what CI runs: venv, gofmt check, vet, promtool rule tests, unit tests, then e2e on the native stack
 
 # ------------------------------------------------------------------ end-to-end on the real stack
 # Starts the native stack (idempotent; quick when warm), exports its endpoints

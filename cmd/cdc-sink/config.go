@@ -135,8 +135,10 @@ type QuarConf struct {
 
 // HTTPConf is the health/metrics listener.
 type HTTPConf struct {
-	Listen string `yaml:"listen" doc:"address for /healthz /readyz /metrics /progress (empty: off)"`
+	Listen string `yaml:"listen" doc:"address for the status page / and /status.json, /healthz /readyz /metrics /progress (empty: off)"`
 	Pprof  bool   `yaml:"pprof" doc:"also serve Go's /debug/pprof/ profiles on the listener (off by default: it exposes internals)"`
+	// StatusValues shows quarantined records' bytes on the status page.
+	StatusValues bool `yaml:"status_values" doc:"show quarantined records' key and value on the status page (off by default: rows can hold personal data)"`
 }
 
 // LogConf configures slog.

@@ -3,11 +3,12 @@ package main
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 
+	"github.com/cdcsink/cdc-sink/audit"
 	"github.com/cdcsink/cdc-sink/tablerows"
 )
 
@@ -37,178 +38,56 @@ func cmdDiff(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return fmt.Errorf("table B: %w", err)
 	}
-	var key []string
-	switch {
-	case *keyFlag != "":
-		key = splitList([]string{*keyFlag})
-	case a.KeyColumns() != nil:
-		key = a.KeyColumns()
-		if bk := b.KeyColumns(); bk != nil && strings.Join(bk, ",") != strings.Join(key, ",") {
-			return &exitError{code: 2, msg: fmt.Sprintf("diff: key columns differ (A: %s, B: %s): give --key", strings.Join(key, ","), strings.Join(bk, ","))}
-		}
-	case b.KeyColumns() != nil:
-		key = b.KeyColumns()
-	default:
-		return &exitError{code: 2, msg: "diff: neither table has a cdcsink.keyColumns property: give --key"}
-	}
-	for _, k := range key {
-		if a.Type(k) == nil || b.Type(k) == nil {
-			return &exitError{code: 2, msg: fmt.Sprintf("diff: key column %q missing from %s", k, map[bool]string{true: "A", false: "B"}[a.Type(k) == nil])}
-		}
-	}
-	// Compared columns: business columns of either table (a column one table
-	// lacks reads as null there), plus _cdc_deleted when both have it.
-	inA, inB := map[string]bool{}, map[string]bool{}
-	for _, c := range a.BusinessColumns() {
-		inA[c] = true
-	}
-	for _, c := range b.BusinessColumns() {
-		inB[c] = true
-	}
-	var cols, onlyA, onlyB []string
-	for _, c := range a.BusinessColumns() {
-		cols = append(cols, c)
-		if !inB[c] {
-			onlyA = append(onlyA, c)
-		}
-	}
-	for _, c := range b.BusinessColumns() {
-		if !inA[c] {
-			cols = append(cols, c)
-			onlyB = append(onlyB, c)
-		}
-	}
-	if a.HasDeletedColumn() && b.HasDeletedColumn() {
-		cols = append(cols, tablerows.DeletedColumn)
-	}
-	rowsA, err := liveRows(ctx, a, key, cols)
+	r, err := audit.Diff(ctx, a, b, audit.DiffOptions{Key: splitList([]string{*keyFlag})})
 	if err != nil {
-		return fmt.Errorf("table A: %w", err)
+		return auditErr(err)
 	}
-	var missA, missB []string
-	type colDiff struct{ key, detail string }
-	var differ []colDiff
-	nB := 0
-	err = scanKeyed(ctx, b, key, cols, func(k string, vals []string) error {
-		nB++
-		va, ok := rowsA.rows[k]
-		if !ok {
-			missA = append(missA, k)
-			return nil
-		}
-		delete(rowsA.rows, k)
-		var parts []string
-		for i, c := range cols {
-			if va[i] != vals[i] {
-				parts = append(parts, fmt.Sprintf("%s: A=%s B=%s", c, va[i], vals[i]))
-			}
-		}
-		if len(parts) > 0 {
-			differ = append(differ, colDiff{k, strings.Join(parts, "; ")})
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("table B: %w", err)
-	}
-	for k := range rowsA.rows {
-		missB = append(missB, k)
-	}
-	sort.Strings(missA)
-	sort.Strings(missB)
-	sort.Slice(differ, func(i, j int) bool { return differ[i].key < differ[j].key })
-
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
-	fmt.Fprintf(w, "A: %s (v%d): %d live rows\n", a.Dir, a.Version(), rowsA.n)
-	fmt.Fprintf(w, "B: %s (v%d): %d live rows\n", b.Dir, b.Version(), nB)
-	fmt.Fprintf(w, "key: %s; compared columns: %s\n", strings.Join(key, ","), strings.Join(cols, ","))
-	if len(onlyA) > 0 {
-		fmt.Fprintf(w, "columns only in A (null in B): %s\n", strings.Join(onlyA, ","))
+	fmt.Fprintf(w, "A: %s (v%d): %d live rows\n", r.A.Dir, r.A.Version, r.A.Live)
+	fmt.Fprintf(w, "B: %s (v%d): %d live rows\n", r.B.Dir, r.B.Version, r.B.Live)
+	fmt.Fprintf(w, "key: %s; compared columns: %s\n", strings.Join(r.Key, ","), strings.Join(r.Columns, ","))
+	if len(r.ColumnsA) > 0 {
+		fmt.Fprintf(w, "columns only in A (null in B): %s\n", strings.Join(r.ColumnsA, ","))
 	}
-	if len(onlyB) > 0 {
-		fmt.Fprintf(w, "columns only in B (null in A): %s\n", strings.Join(onlyB, ","))
+	if len(r.ColumnsB) > 0 {
+		fmt.Fprintf(w, "columns only in B (null in A): %s\n", strings.Join(r.ColumnsB, ","))
 	}
 	list := func(title string, keys []string) { listKeys(w, title, keys, *limit) }
-	list("keys only in A", missB)
-	list("keys only in B", missA)
-	fmt.Fprintf(w, "differing keys: %d\n", len(differ))
-	for i, d := range differ {
-		if i >= *limit {
-			fmt.Fprintf(w, "  ... %d more\n", len(differ)-i)
-			break
-		}
-		fmt.Fprintf(w, "  %s  %s\n", d.key, d.detail)
-	}
+	list("keys only in A", r.OnlyInA)
+	list("keys only in B", r.OnlyInB)
+	printDiffs(w, "differing keys", r.Differing, *limit)
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	if rowsA.dups > 0 || len(missA)+len(missB)+len(differ) > 0 {
-		msg := fmt.Sprintf("tables differ: %d keys only in A, %d only in B, %d differing", len(missB), len(missA), len(differ))
-		if rowsA.dups > 0 {
-			msg += fmt.Sprintf(", %d duplicate keys in A", rowsA.dups)
+	if !r.Equal() {
+		msg := fmt.Sprintf("tables differ: %d keys only in A, %d only in B, %d differing", len(r.OnlyInA), len(r.OnlyInB), len(r.Differing))
+		if r.DupsA > 0 {
+			msg += fmt.Sprintf(", %d duplicate keys in A", r.DupsA)
 		}
 		return &exitError{code: 1, msg: msg}
 	}
-	fmt.Fprintf(stdout, "tables are equal: %d live rows\n", rowsA.n)
+	fmt.Fprintf(stdout, "tables are equal: %d live rows\n", r.A.Live)
 	return nil
 }
 
-type keyedRows struct {
-	rows map[string][]string
-	n    int
-	dups int
+// printDiffs prints a titled count and the first limit differing keys.
+func printDiffs(w io.Writer, title string, differ []audit.KeyDiff, limit int) {
+	fmt.Fprintf(w, "%s: %d\n", title, len(differ))
+	for i, d := range differ {
+		if i >= limit {
+			fmt.Fprintf(w, "  ... %d more\n", len(differ)-i)
+			break
+		}
+		fmt.Fprintf(w, "  %s  %s\n", d.Key, d.Detail)
+	}
 }
 
-// liveRows reads the live rows of t keyed by the JSON array of key values.
-func liveRows(ctx context.Context, t *tablerows.Table, key, cols []string) (*keyedRows, error) {
-	kr := &keyedRows{rows: map[string][]string{}}
-	err := scanKeyed(ctx, t, key, cols, func(k string, vals []string) error {
-		kr.n++
-		if _, dup := kr.rows[k]; dup {
-			kr.dups++
-		}
-		kr.rows[k] = append([]string(nil), vals...)
-		return nil
-	})
-	return kr, err
-}
-
-// scanKeyed scans the live rows of t and calls fn with the row's key text
-// and the values of cols (columns t lacks are null).
-func scanKeyed(ctx context.Context, t *tablerows.Table, key, cols []string, fn func(k string, vals []string) error) error {
-	var read []string
-	pos := make([]int, len(cols))
-	for i, c := range cols {
-		pos[i] = -1
-		if t.Type(c) != nil {
-			pos[i] = len(read)
-			read = append(read, c)
-		}
+// auditErr maps an audit.RequestError to a usage error (exit 2).
+func auditErr(err error) error {
+	var re *audit.RequestError
+	if errors.As(err, &re) {
+		return &exitError{code: 2, msg: re.Msg}
 	}
-	kpos := make([]int, len(key))
-	for i, k := range key {
-		kpos[i] = len(read)
-		read = append(read, k)
-	}
-	vals := make([]string, len(cols))
-	var kb []byte
-	return t.Scan(ctx, tablerows.ScanOptions{Columns: read}, func(r tablerows.Row) error {
-		for i, p := range pos {
-			if p < 0 {
-				vals[i] = "null"
-			} else {
-				vals[i] = r[p]
-			}
-		}
-		kb = append(kb[:0], '[')
-		for i, p := range kpos {
-			if i > 0 {
-				kb = append(kb, ',')
-			}
-			kb = append(kb, r[p]...)
-		}
-		kb = append(kb, ']')
-		return fn(string(kb), vals)
-	})
+	return err
 }

@@ -48,16 +48,6 @@ func canonLocation(location string) string {
 	return location
 }
 
-// tableExists asks delta whether location holds a table (a commit or a
-// checkpoint), telling "nothing there yet" apart from a storage error.
-func tableExists(ctx context.Context, location string) (bool, error) {
-	t, err := delta.OpenLocation(ctx, location, storageOpts)
-	if err != nil {
-		return false, err
-	}
-	return t.Exists(ctx)
-}
-
 // tableArg is checkLocation for a command's table argument: a refused
 // location is a usage error (exit 2) naming the command.
 func tableArg(cmd, location string) error {

@@ -9,6 +9,7 @@
 //	cdc-sink diff TABLE_A TABLE_B
 //	cdc-sink verify --pg DSN --source-table S --table DIR
 //	cdc-sink slots --pg DSN
+//	cdc-sink status --url URL | --tables DIR...
 package main
 
 import (
@@ -41,6 +42,7 @@ func commands() []command {
 		{"diff", "compare the live rows of two tables (exit 1 on difference)", cmdDiff},
 		{"verify", "compare a table with its Postgres source table (exit 1 on difference)", cmdVerify},
 		{"slots", "show Postgres replication slots and retained WAL", cmdSlots},
+		{"status", "summary of a running sink (--url) or of tables (--tables DIR...), --json", cmdStatus},
 		{"version", "print the version", func(_ context.Context, _ []string, out, _ io.Writer) error {
 			_, err := fmt.Fprintln(out, "cdc-sink", Version)
 			return err

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strconv"
 	"sync"
 	"time"
 
@@ -13,11 +14,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cdcsink/cdc-sink/pipeline"
+	"github.com/cdcsink/cdc-sink/source"
+	"github.com/cdcsink/cdc-sink/status"
 )
 
 // metrics is the Prometheus side of the sidecar plus the /progress state.
 type metrics struct {
 	pprof       bool // serve /debug/pprof/
+	status      *status.Recorder
 	reg         *prometheus.Registry
 	recordsIn   prometheus.Counter
 	bytesIn     prometheus.Counter
@@ -47,7 +51,7 @@ type metrics struct {
 }
 
 func newMetrics(sink string) *metrics {
-	m := &metrics{reg: prometheus.NewRegistry(), sink: sink, started: time.Now(), now: time.Now}
+	m := &metrics{reg: prometheus.NewRegistry(), sink: sink, started: time.Now(), now: time.Now, status: status.NewRecorder(sink, status.Options{})}
 	f := promauto{m.reg}
 	m.recordsIn = f.counter("cdcsink_records_in_total", "Kafka records read into batches.")
 	m.bytesIn = f.counter("cdcsink_bytes_in_total", "Key and value bytes read into batches.")
@@ -119,6 +123,7 @@ type tableProgJSON struct {
 // BatchDone implements pipeline.Observer.
 func (m *metrics) BatchDone(r *pipeline.Report) {
 	now := m.now()
+	m.status.BatchDone(r)
 	m.batches.Inc()
 	m.recordsIn.Add(float64(r.Records))
 	m.bytesIn.Add(float64(r.Bytes))
@@ -210,6 +215,7 @@ func parseTS(s string) time.Time {
 
 func (m *metrics) batchFailed(err error) {
 	m.batchErrors.Inc()
+	m.status.Failed(err)
 	m.mu.Lock()
 	m.lastErr = redactText(err.Error())
 	m.failures++
@@ -221,6 +227,7 @@ func (m *metrics) batchFailed(err error) {
 // a sink stuck on an unavailable quarantine topic would look ready.
 func (m *metrics) quarantineFailed(err error) {
 	m.quarErrors.Inc()
+	m.status.Failed(err)
 	m.mu.Lock()
 	m.lastErr = redactText(err.Error())
 	m.failures++
@@ -231,18 +238,21 @@ func (m *metrics) setReady(ok bool) {
 	m.mu.Lock()
 	m.ready = ok
 	m.mu.Unlock()
+	m.status.SetReady(ok)
 }
 
-func (m *metrics) setLag(lag map[[2]string]int64) {
-	for k, v := range lag {
-		m.lag.WithLabelValues(k[0], k[1]).Set(float64(v))
+func (m *metrics) setLag(lag map[source.TopicPartition]int64) {
+	for tp, v := range lag {
+		m.lag.WithLabelValues(tp.Topic, strconv.Itoa(int(tp.Partition))).Set(float64(v))
+		m.status.SetLag(tp.Topic, tp.Partition, v)
 	}
 }
 
-// handler serves /healthz, /readyz, /metrics and /progress, and
-// /debug/pprof/ when http.pprof is set.
+// handler serves the status page (/, /status.json, /assets/), /healthz,
+// /readyz, /metrics and /progress, and /debug/pprof/ when http.pprof is set.
 func (m *metrics) handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("/", m.status.Handler())
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		_, _ = w.Write([]byte("ok\n"))

@@ -18,14 +18,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/cdcsink/cdc-sink/audit"
 	"github.com/cdcsink/cdc-sink/envelope"
-	"github.com/cdcsink/cdc-sink/merge"
-	"github.com/cdcsink/cdc-sink/normalize"
-	"github.com/cdcsink/cdc-sink/pipeline"
 	"github.com/cdcsink/cdc-sink/quarantine"
 	"github.com/cdcsink/cdc-sink/source"
-	"github.com/cdcsink/cdc-sink/tablerows"
-	"github.com/cdcsink/cdc-sink/versioning"
 )
 
 // cmdQuarantine dispatches `cdc-sink quarantine stats|list|show|export|redrive`.
@@ -451,42 +447,6 @@ func sameFile(a, b string) bool {
 	return pa == pb
 }
 
-// collectWriter stores entries in the requarantine file and remembers them
-// for the report.
-type collectWriter struct {
-	w       quarantine.Writer
-	entries []quarantine.Entry
-}
-
-func (c *collectWriter) Write(ctx context.Context, es []quarantine.Entry) error {
-	if err := c.w.Write(ctx, es); err != nil {
-		return err
-	}
-	c.entries = append(c.entries, es...)
-	return nil
-}
-
-func (c *collectWriter) Close() error { return c.w.Close() }
-
-// redriveTable is the table as the redrive pipeline sees it: it never skips
-// a record by offset (redriven records are sparse and may lie below the
-// redrive sink's own progress from an earlier run; the merge's version guard
-// makes re-application a no-op instead), and it versions records with the
-// owning sink's tracker state (its snapshot epoch), not a fresh one.
-type redriveTable struct {
-	*merge.Table
-	tracker []versioning.PartitionState
-}
-
-func (r *redriveTable) NextOffset(string, int32) (int64, bool) { return 0, false }
-
-func (r *redriveTable) TrackerState() []versioning.PartitionState {
-	if r.tracker != nil {
-		return r.tracker
-	}
-	return r.Table.TrackerState()
-}
-
 func quarRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("quarantine redrive", stderr)
 	var q quarSource
@@ -518,152 +478,50 @@ func quarRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	// One table per redrive: refuse records of several source tables.
-	topics := map[string]bool{}
-	for i := range es {
-		if !isControlTopic(es[i].Record.Topic) {
-			topics[es[i].Record.Topic] = true
-		}
-	}
-	if len(topics) > 1 {
-		names := make([]string, 0, len(topics))
-		for t := range topics {
-			names = append(names, t)
-		}
-		sort.Strings(names)
-		return &exitError{code: 2, msg: fmt.Sprintf("quarantine redrive: the selected entries come from %d source topics (%s): select one table's records with --source-topic",
-			len(names), strings.Join(names, ", "))}
-	}
-	// Owner and tracker state of an existing table.
-	owner := ""
-	var tracker []versioning.PartitionState
-	if t, err := tablerows.OpenWith(ctx, *table, storageOpts); err == nil {
-		owner, _ = t.Snap.Config(merge.ConfSink)
-		if cfg, ok := t.Snap.DomainMetadata("cdcsink.tracker." + owner); ok && owner != "" && cfg != "" {
-			if err := json.Unmarshal([]byte(cfg), &tracker); err != nil {
-				return fmt.Errorf("table %s: versioning state of sink %s: %w", *table, owner, err)
-			}
-		}
-	} else if exists, xerr := tableExists(ctx, *table); xerr != nil {
-		return xerr
-	} else if exists {
-		return err // a table that is there but unreadable is not "no table yet"
-	}
-	if *sink == "" {
-		if owner == "" {
-			return &exitError{code: 2, msg: "quarantine redrive: --sink-name is required when the table does not exist yet"}
-		}
-		*sink = owner + "-redrive"
-	}
-	if owner != "" && *sink == owner {
-		fmt.Fprintf(stderr, "warning: redriving with the live sink's name %q: its per-partition offsets may jump past records it has not applied yet\n", owner)
-	}
-	// Sort by original coordinates (each partition in offset order) and drop
-	// duplicate entries (quarantine writes are at-least-once).
-	recs := make([]*source.Record, 0, len(es))
-	seen := map[string]bool{}
-	for i := range es {
-		r := es[i].Record
-		k := coords(r)
-		if seen[k] {
-			continue
-		}
-		seen[k] = true
-		recs = append(recs, r)
-	}
-	sort.SliceStable(recs, func(i, j int) bool {
-		a, b := recs[i], recs[j]
-		if a.Topic != b.Topic {
-			return a.Topic < b.Topic
-		}
-		if a.Partition != b.Partition {
-			return a.Partition < b.Partition
-		}
-		return a.Offset < b.Offset
-	})
 	fw, err := quarantine.NewFileWriter(*requar)
 	if err != nil {
 		return err
 	}
-	cw := &collectWriter{w: fw}
-	defer cw.Close()
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	defer fw.Close()
 	var reg envelope.Registry
 	if *registry != "" {
 		reg = newRegistry(*registry)
 	}
-	norm, err := normalize.New(normalize.Options{KeyColumns: kc})
-	if err != nil {
-		return err
-	}
-	var mt *merge.Table
-	p := pipeline.New(pipeline.Config{
-		Sink:       *sink,
-		Decoder:    envelope.NewDecoder(envelope.Options{Registry: reg}),
-		Normalizer: norm,
-		Quarantine: cw,
-		Logger:     logger,
-		Route: func(ctx context.Context, topic string) (pipeline.Table, string, bool, error) {
-			if isControlTopic(topic) {
-				return nil, "", false, nil
-			}
-			if mt == nil {
-				t, err := merge.Open(ctx, *table, merge.Options{Sink: *sink, AllowForeignSink: true, Logger: logger})
-				if err != nil {
-					return nil, "", false, err
-				}
-				mt = t
-			}
-			return &redriveTable{Table: mt, tracker: tracker}, *table, true, nil
-		},
+	rep, err := audit.Redrive(ctx, es, audit.RedriveConfig{
+		Table: *table, Storage: storageOpts, Sink: *sink, Requarantine: fw, KeyColumns: kc, Registry: reg,
+		BatchRecords: *batch, Control: isControlTopic,
+		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
-	var tot merge.Result
-	ignored := 0
-	for start := 0; start < len(recs); start += *batch {
-		end := min(start+*batch, len(recs))
-		rep, err := p.Process(ctx, recs[start:end])
-		if err != nil {
-			return fmt.Errorf("redrive: %w (nothing of this batch was committed; the originals are untouched, rerun is safe)", err)
-		}
-		ignored += rep.Ignored
-		for _, tr := range rep.Tables {
-			r := tr.Result
-			tot.Inserted += r.Inserted
-			tot.Updated += r.Updated
-			tot.Deleted += r.Deleted
-			tot.Stale += r.Stale
-			tot.Duplicate += r.Duplicate
-			if r.Committed {
-				tot.Version = r.Version
-				tot.Committed = true
-			}
-		}
+	if err != nil {
+		return auditErr(err)
+	}
+	if rep.Owner != "" && rep.Sink == rep.Owner {
+		fmt.Fprintf(stderr, "warning: redriving with the live sink's name %q: its per-partition offsets may jump past records it has not applied yet\n", rep.Owner)
 	}
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
-	applied := tot.Inserted + tot.Updated + tot.Deleted
-	fmt.Fprintf(w, "redrive of %d records (%d entries) into %s as sink %s:\n", len(recs), len(es), *table, *sink)
-	fmt.Fprintf(w, "  applied:      %d (%d inserted, %d updated, %d deleted)\n", applied, tot.Inserted, tot.Updated, tot.Deleted)
-	fmt.Fprintf(w, "  already done: %d (%d stale, %d duplicate)\n", tot.Stale+tot.Duplicate, tot.Stale, tot.Duplicate)
-	if ignored > 0 {
-		fmt.Fprintf(w, "  ignored:      %d (heartbeats, transaction metadata)\n", ignored)
+	fmt.Fprintf(w, "redrive of %d records (%d entries) into %s as sink %s:\n", rep.Records, rep.Entries, *table, rep.Sink)
+	fmt.Fprintf(w, "  applied:      %d (%d inserted, %d updated, %d deleted)\n", rep.Applied(), rep.Inserted, rep.Updated, rep.Deleted)
+	fmt.Fprintf(w, "  already done: %d (%d stale, %d duplicate)\n", rep.Stale+rep.Dup, rep.Stale, rep.Dup)
+	if rep.Ignored > 0 {
+		fmt.Fprintf(w, "  ignored:      %d (heartbeats, transaction metadata)\n", rep.Ignored)
 	}
-	fmt.Fprintf(w, "  failed again: %d", len(cw.entries))
-	if len(cw.entries) > 0 {
+	fmt.Fprintf(w, "  failed again: %d", len(rep.Failed))
+	if len(rep.Failed) > 0 {
 		fmt.Fprintf(w, " (written to %s)", *requar)
 	}
 	fmt.Fprintln(w)
-	for _, e := range cw.entries {
+	for _, e := range rep.Failed {
 		fmt.Fprintf(w, "    %s  %s: %s\n", coords(e.Record), e.Reason, e.Message)
 	}
-	if tot.Committed {
-		fmt.Fprintf(w, "table version %d\n", tot.Version)
+	if rep.Commit {
+		fmt.Fprintf(w, "table version %d\n", rep.Version)
 	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	if len(cw.entries) > 0 {
-		return &exitError{code: 1, msg: fmt.Sprintf("%d records failed again; see %s", len(cw.entries), *requar)}
+	if len(rep.Failed) > 0 {
+		return &exitError{code: 1, msg: fmt.Sprintf("%d records failed again; see %s", len(rep.Failed), *requar)}
 	}
 	return nil
 }

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"strconv"
 	"time"
 
 	"github.com/cdcsink/cdc-sink/envelope"
@@ -17,6 +16,7 @@ import (
 	"github.com/cdcsink/cdc-sink/pipeline"
 	"github.com/cdcsink/cdc-sink/quarantine"
 	"github.com/cdcsink/cdc-sink/source"
+	"github.com/cdcsink/cdc-sink/status"
 )
 
 func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -70,6 +70,7 @@ type runHooks struct {
 func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) error {
 	m := newMetrics(cfg.Sink)
 	m.pprof = cfg.HTTP.Pprof
+	m.status = status.NewRecorder(cfg.Sink, status.Options{ShowValues: cfg.HTTP.StatusValues})
 	if cfg.HTTP.Listen != "" {
 		addr, stop, err := m.serve(cfg.HTTP.Listen)
 		if err != nil {
@@ -162,11 +163,8 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 		if err := cons.Commit(ctx, offs); err != nil {
 			logger.Warn("commit group offsets failed (lag metrics only)", "err", err)
 		}
-		lag := map[[2]string]int64{}
-		for tp, l := range cons.Lag() {
-			lag[[2]string{tp.Topic, strconv.Itoa(int(tp.Partition))}] = l
-		}
-		m.setLag(lag)
+		m.setLag(cons.Lag())
+		ts.observe(m.status)
 		prog.batch(rep)
 		logger.Debug("batch applied", "records", rep.Records, "ms", rep.DurationMs)
 		return nil
@@ -193,6 +191,9 @@ func (w observedWriter) Write(ctx context.Context, entries []quarantine.Entry) e
 	err := w.Writer.Write(ctx, entries)
 	if err != nil && ctx.Err() == nil {
 		w.m.quarantineFailed(err)
+	}
+	if err == nil {
+		w.m.status.Quarantined(entries)
 	}
 	return err
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/cdcsink/cdc-sink/normalize"
 	"github.com/cdcsink/cdc-sink/pipeline"
 	"github.com/cdcsink/cdc-sink/quarantine"
+	"github.com/cdcsink/cdc-sink/status"
 )
 
 // sinkSetup is everything needed to build a pipeline, from flags or config.
@@ -54,6 +55,20 @@ func (ts *tableSet) open(ctx context.Context, dir string) (*merge.Table, error) 
 	}
 	ts.tables[dir] = t
 	return t, nil
+}
+
+// observe hands the tables' row counts and per-partition offsets to the
+// status page (after a batch, on the runner's goroutine: no Apply runs).
+func (ts *tableSet) observe(rec *status.Recorder) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	for dir, t := range ts.tables {
+		live, deleted := t.LiveRows()
+		rec.SetRows(dir, int64(live), int64(deleted))
+		for tp, next := range t.Offsets() {
+			rec.SetOffset(dir, tp.Topic, tp.Partition, next)
+		}
+	}
 }
 
 func buildPipeline(s *sinkSetup) (*pipeline.Pipeline, *tableSet, error) {
