@@ -202,6 +202,9 @@ func quarStats(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fmt.Fprintf(w, "total: %d\n", s.Total)
 	printCounts(w, "by reason:", stringKeys(s.ByReason))
 	printCounts(w, "by source topic:", s.ByTopic)
+	if len(s.ByRule) > 0 {
+		printCounts(w, "by rule:", s.ByRule)
+	}
 	fmt.Fprintln(w, "by hour (UTC):")
 	for _, h := range s.Hours() {
 		fmt.Fprintf(w, "  %s  %d\n", h.UTC().Format("2006-01-02T15:04Z"), s.ByHour[h])
@@ -498,7 +501,12 @@ func quarRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.Var(&keyCols, "key-columns", "TABLE=col1,col2 key columns for records with a null key (repeatable)")
 	registry := fs.String("registry", "", "Confluent-compatible schema registry URL (Avro records)")
 	batch := fs.Int("batch-records", 10000, "records per micro-batch")
+	rulesFile := fs.String("rules", "", "data-quality rules to apply while redriving (YAML, as for run; without it, none)")
 	if err := noPositional(fs, args); err != nil {
+		return err
+	}
+	rs, err := loadRulesFile(*rulesFile)
+	if err != nil {
 		return err
 	}
 	if *table == "" || *requar == "" {
@@ -592,12 +600,36 @@ func quarRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *registry != "" {
 		reg = newRegistry(*registry)
 	}
-	norm, err := normalize.New(normalize.Options{KeyColumns: kc})
+	norm, err := normalize.New(normalize.Options{KeyColumns: kc, KeepBefore: rs.UsesBefore()})
 	if err != nil {
 		return err
 	}
+	var prs pipeline.Rules
+	if rs.Len() > 0 {
+		prs = rs
+	}
 	var mt *merge.Table
+	// Entries that carry the version their change was first given (rule
+	// violations) are applied with it: the version guard then judges them
+	// as the original changes (a redriven snapshot row must not pass for a
+	// re-snapshot and win over newer stream rows).
+	versions := map[string]versioning.Version{}
+	for i := range es {
+		if es[i].Version == "" {
+			continue
+		}
+		v, err := versioning.ParseVersion(es[i].Version)
+		if err != nil {
+			return fmt.Errorf("quarantine entry %s: version %q: %w", es[i].At, es[i].Version, err)
+		}
+		versions[coords(es[i].Record)] = v
+	}
 	p := pipeline.New(pipeline.Config{
+		Rules: prs,
+		VersionOf: func(r *source.Record) (versioning.Version, bool) {
+			v, ok := versions[coords(r)]
+			return v, ok
+		},
 		Sink:       *sink,
 		Decoder:    envelope.NewDecoder(envelope.Options{Registry: reg}),
 		Normalizer: norm,

@@ -16,6 +16,7 @@ import (
 	"github.com/cdcsink/cdc-sink/merge"
 	"github.com/cdcsink/cdc-sink/pipeline"
 	"github.com/cdcsink/cdc-sink/quarantine"
+	"github.com/cdcsink/cdc-sink/rules"
 	"github.com/cdcsink/cdc-sink/source"
 )
 
@@ -96,6 +97,10 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 		return err
 	}
 	tmpl := routeTemplate(cfg.Table.PathTemplate)
+	rs, err := rules.Compile(cfg.Rules)
+	if err != nil {
+		return fmt.Errorf("config key rules: %w", err)
+	}
 	setup := &sinkSetup{
 		Sink: cfg.Sink,
 		Route: func(topic string) (string, bool) {
@@ -114,6 +119,7 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 		Widening:      merge.WideningMode(cfg.Schema.Widening),
 		OnDropColumn:  merge.DropMode(cfg.Schema.OnDropColumn),
 		ColumnMapping: cfg.Schema.ColumnMapping,
+		Rules:         rs,
 		Logger:        logger,
 		Observer:      m,
 	}
