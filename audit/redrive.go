@@ -16,6 +16,7 @@ import (
 	"github.com/cdcsink/cdc-sink/normalize"
 	"github.com/cdcsink/cdc-sink/pipeline"
 	"github.com/cdcsink/cdc-sink/quarantine"
+	"github.com/cdcsink/cdc-sink/rules"
 	"github.com/cdcsink/cdc-sink/source"
 	"github.com/cdcsink/cdc-sink/tablerows"
 	"github.com/cdcsink/cdc-sink/versioning"
@@ -37,7 +38,10 @@ type RedriveConfig struct {
 	// Control reports topics whose records are not table changes
 	// (heartbeats, transaction metadata): never routed to the table.
 	Control func(topic string) bool
-	Logger  *slog.Logger
+	// Rules (nil: none) are applied while redriving, as the live sink
+	// would: after relaxing a rule, what now passes is applied.
+	Rules  *rules.Set
+	Logger *slog.Logger
 }
 
 // RedriveReport is the result of Redrive.
@@ -146,12 +150,36 @@ func Redrive(ctx context.Context, entries []quarantine.Entry, cfg RedriveConfig)
 	})
 	rep.Records = len(recs)
 	cw := &collectWriter{w: cfg.Requarantine}
-	norm, err := normalize.New(normalize.Options{KeyColumns: cfg.KeyColumns})
+	norm, err := normalize.New(normalize.Options{KeyColumns: cfg.KeyColumns, KeepBefore: cfg.Rules.UsesBefore()})
 	if err != nil {
 		return nil, err
 	}
+	var prs pipeline.Rules
+	if cfg.Rules.Len() > 0 {
+		prs = cfg.Rules
+	}
+	// Entries that carry the version their change was first given (rule
+	// violations) are applied with it: the version guard then judges them
+	// as the original changes (a redriven snapshot row must not pass for a
+	// re-snapshot and win over newer stream rows).
+	versions := map[string]versioning.Version{}
+	for i := range entries {
+		if entries[i].Version == "" || entries[i].Record == nil {
+			continue
+		}
+		v, err := versioning.ParseVersion(entries[i].Version)
+		if err != nil {
+			return nil, &RequestError{Msg: fmt.Sprintf("quarantine entry %s: version %q: %v", entries[i].At, entries[i].Version, err)}
+		}
+		versions[redriveKey(entries[i].Record)] = v
+	}
 	var mt *merge.Table
 	p := pipeline.New(pipeline.Config{
+		Rules: prs,
+		VersionOf: func(r *source.Record) (versioning.Version, bool) {
+			v, ok := versions[redriveKey(r)]
+			return v, ok
+		},
 		Sink:       rep.Sink,
 		Decoder:    envelope.NewDecoder(envelope.Options{Registry: cfg.Registry}),
 		Normalizer: norm,
@@ -237,4 +265,8 @@ func (r *redriveTable) TrackerState() []versioning.PartitionState {
 		return r.tracker
 	}
 	return r.Table.TrackerState()
+}
+
+func redriveKey(r *source.Record) string {
+	return fmt.Sprintf("%s/%d@%d", r.Topic, r.Partition, r.Offset)
 }

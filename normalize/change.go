@@ -143,6 +143,14 @@ type Change struct {
 	// partial, may be nil) for deletes. Row is aligned with Schema.Columns.
 	Schema *Schema
 	Row    []any
+	// Before / BeforeSchema: the typed before image of an update, only with
+	// Options.KeepBefore and a schema'd envelope (nil otherwise). Merge does
+	// not read it; quality rules do.
+	Before       []any
+	BeforeSchema *Schema
+	// TxID is source.txId when HasTxID.
+	TxID    int64
+	HasTxID bool
 	// Position in the source stream; versioning.Tracker turns it into Version.
 	Position versioning.Position
 	// Version is set by the Tracker (not by Normalize).

@@ -371,3 +371,34 @@ func TestConcurrentUse(t *testing.T) {
 		t.Fatal("partitions")
 	}
 }
+
+// KeepBefore: an update's typed before image, for rules that read it; off by
+// default (merge never needs it).
+func TestKeepBefore(t *testing.T) {
+	src := itemsSource("false", `["24023119","24023128"]`, 24023128)
+	src.TxID, src.HasTxID = 771, true
+	before := item(1, "old", twos("1000"), micros20180620)
+	after := item(1, "widget", twos("1234"), micros20180620)
+	for _, keep := range []bool{false, true} {
+		c, err := newN(t, Options{KeepBefore: keep}).Normalize(changeEvent('u', before, after, src), rec(7))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !c.HasTxID || c.TxID != 771 {
+			t.Fatalf("txId %v %d", c.HasTxID, c.TxID)
+		}
+		if !keep {
+			if c.Before != nil || c.BeforeSchema != nil {
+				t.Fatalf("before kept without KeepBefore: %v", c.Before)
+			}
+			continue
+		}
+		if c.BeforeSchema == nil || len(c.Before) != len(c.BeforeSchema.Columns) {
+			t.Fatalf("before %v schema %v", c.Before, c.BeforeSchema)
+		}
+		i := c.BeforeSchema.Index("name")
+		if i < 0 || c.Before[i] != "old" || c.Row[c.Schema.Index("name")] != "widget" {
+			t.Fatalf("before %v, row %v", c.Before, c.Row)
+		}
+	}
+}

@@ -63,6 +63,10 @@ type Options struct {
 	// VariableScaleAsString maps VariableScaleDecimal to String (exact
 	// decimal literal) instead.
 	VariableScaleAsString bool
+	// KeepBefore fills Change.Before of updates from the envelope's before
+	// image (schema'd envelopes only: JSON with schema and Avro), for rules
+	// that read it. Off by default: it costs a conversion per update.
+	KeepBefore bool
 }
 
 // Normalizer turns decoded events into Changes. It caches one compiled
@@ -377,6 +381,7 @@ func (n *Normalizer) Normalize(ev *envelope.Event, rec *source.Record) (*Change,
 	}
 	c.Table = tid
 	c.SourceOp = op
+	c.TxID, c.HasTxID = src.TxID, src.HasTxID
 
 	switch {
 	case ev.Flattened && (deleted || op == 'd'):
@@ -478,6 +483,15 @@ func (n *Normalizer) Normalize(ev *envelope.Event, rec *source.Record) (*Change,
 	}
 	if err := n.key(c, keyRow, kcp, cp, tkey, nkey); err != nil {
 		return nil, err
+	}
+	if n.opts.KeepBefore && c.Op == OpUpsert && !ev.Flattened && ev.Before != nil && ev.Before.Schema != nil {
+		bcp := n.compiledFor(ev.Before.Schema, false)
+		if bcp.err == nil {
+			b := make([]any, len(bcp.convs))
+			if e := n.fill(bcp, ev.Before, b, true); e == nil {
+				c.Before, c.BeforeSchema = b, bcp.schema
+			}
+		}
 	}
 	if len(ev.OldKey) > 0 && c.Op == OpUpsert {
 		ok, err := n.oldKey(c, ev.OldKey, kcp, cp, tkey)

@@ -16,6 +16,7 @@ import (
 	"github.com/cdcsink/cdc-sink/merge"
 	"github.com/cdcsink/cdc-sink/normalize"
 	"github.com/cdcsink/cdc-sink/quarantine"
+	"github.com/cdcsink/cdc-sink/rules"
 	"github.com/cdcsink/cdc-sink/source"
 	"github.com/cdcsink/cdc-sink/versioning"
 )
@@ -28,6 +29,12 @@ type Decoder interface {
 // Normalizer is normalize.Normalizer's method set.
 type Normalizer interface {
 	Normalize(ev *envelope.Event, rec *source.Record) (*normalize.Change, error)
+}
+
+// Rules is rules.Set's method set: the quality rules checked on every change
+// after normalization, before versioning and the fold.
+type Rules interface {
+	Check(c *normalize.Change) (rules.Verdict, error)
 }
 
 // Table is the merge side of one Delta table (*merge.Table).
@@ -56,8 +63,14 @@ type Config struct {
 	Normalizer Normalizer
 	Quarantine quarantine.Writer
 	Route      Router
-	Logger     *slog.Logger
-	Observer   Observer
+	// Rules (may be nil) decide, per change, quarantine / drop / fail / warn.
+	Rules Rules
+	// VersionOf (may be nil) gives the version a record was first applied
+	// with (a redrive of quarantine entries that carry one); the tracker's
+	// version is used otherwise.
+	VersionOf func(r *source.Record) (versioning.Version, bool)
+	Logger    *slog.Logger
+	Observer  Observer
 	// Backoff for transient failures: starts at MinBackoff, doubles up to MaxBackoff.
 	MinBackoff, MaxBackoff time.Duration
 	Now                    func() time.Time
@@ -93,16 +106,39 @@ type TableReport struct {
 
 // Report summarises one Process call.
 type Report struct {
-	Records       int   // records handed in
-	Bytes         int64 // key+value bytes handed in
-	AlreadyDone   int   // skipped: offsets the table already covers
-	Ignored       int   // heartbeats, tx metadata, messages, unrouted control records
-	Quarantined   map[quarantine.Reason]int
-	Tables        []TableReport
-	DecodeMs      int64
-	DurationMs    int64
-	MaxSourceTsUs int64 // newest source commit time among applied changes
-	Started       time.Time
+	Records     int   // records handed in
+	Bytes       int64 // key+value bytes handed in
+	AlreadyDone int   // skipped: offsets the table already covers
+	Ignored     int   // heartbeats, tx metadata, messages, unrouted control records
+	Quarantined map[quarantine.Reason]int
+	Tables      []TableReport
+	// RuleViolations counts violations per (table, rule, action); a change
+	// breaking several rules counts once per rule.
+	RuleViolations map[RuleCount]int
+	DecodeMs       int64
+	DurationMs     int64
+	MaxSourceTsUs  int64 // newest source commit time among applied changes
+	Started        time.Time
+}
+
+// RuleCount keys Report.RuleViolations.
+type RuleCount struct {
+	Table  string
+	Rule   string
+	Action rules.Action
+}
+
+// RuleFailure is a change that broke a rule whose action is fail: the batch
+// is not committed and the sink stops, naming the record.
+type RuleFailure struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Verdict   rules.Verdict
+}
+
+func (e *RuleFailure) Error() string {
+	return fmt.Sprintf("record %s/%d@%d: %s", e.Topic, e.Partition, e.Offset, e.Verdict.Message())
 }
 
 type tableWork struct {
@@ -251,6 +287,42 @@ func (p *Pipeline) prepare(ctx context.Context, w *tableWork, rep *Report) error
 			c.Version = w.tracker.AssignDelete(r.Topic, r.Partition, r.Offset, c.Position, keyBuf)
 		default:
 			c.Version = w.tracker.Assign(r.Topic, r.Partition, r.Offset, c.Position)
+		}
+		if p.cfg.VersionOf != nil {
+			if v, ok := p.cfg.VersionOf(r); ok {
+				c.Version = v
+			}
+		}
+		// Rules run after versioning: a rejected change still advances the
+		// partition's tracker exactly as the source stream does (snapshot
+		// epochs, phases), and its quarantine entry keeps its version.
+		if p.cfg.Rules != nil {
+			v, err := p.cfg.Rules.Check(c)
+			if err != nil {
+				return fmt.Errorf("quality rules on record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+			}
+			if v.Action != "" {
+				if rep.RuleViolations == nil {
+					rep.RuleViolations = map[RuleCount]int{}
+				}
+				for _, x := range v.Violations {
+					rep.RuleViolations[RuleCount{Table: w.name, Rule: x.Rule, Action: x.Action}]++
+				}
+				switch v.Action {
+				case rules.Fail:
+					return &RuleFailure{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Verdict: v}
+				case rules.Quarantine:
+					e := p.entry(r, quarantine.RuleViolation, v.Message(), 0)
+					e.Rule, e.Version = v.Rule(), c.Version.String()
+					w.bad = append(w.bad, e)
+					continue
+				case rules.Drop:
+					continue
+				case rules.Warn:
+					p.cfg.Logger.Warn("quality rule violated (warn: applied)", "topic", r.Topic, "partition", r.Partition,
+						"offset", r.Offset, "violation", v.Message())
+				}
+			}
 		}
 		w.changes = append(w.changes, c)
 		w.chRec = append(w.chRec, r)

@@ -25,6 +25,14 @@ type Entry struct {
 	Sink string
 	// BatchID is the micro-batch the record belonged to.
 	BatchID int64
+	// Rule is the quality rule that rejected the record (Reason
+	// RuleViolation); empty otherwise.
+	Rule string
+	// Version is the source version (versioning.Version.String()) the sink
+	// gave the change, when it got that far (rule violations); a redrive
+	// applies the change with it, so the version guard judges it as the
+	// original change. Empty for records that were never versioned.
+	Version string
 	// Time is when the record was quarantined; writers use the time of Write when it is zero.
 	Time time.Time
 	// At is set by readers: where the entry was read from, "topic/partition@offset" for the
@@ -45,6 +53,10 @@ const (
 	HeaderSink            = "cdc-sink.sink"
 	HeaderBatch           = "cdc-sink.batch"
 	HeaderTime            = "cdc-sink.time"
+	// HeaderRule and HeaderVersion follow the block (HeaderNames), in this
+	// order, only when Entry.Rule / Entry.Version are set.
+	HeaderRule    = "cdc-sink.rule"
+	HeaderVersion = "cdc-sink.version"
 )
 
 // HeaderNames lists the quarantine headers in the order they are appended. Readers strip
@@ -90,11 +102,29 @@ func (e *Entry) appendHeaders() []source.Header {
 	for i, n := range HeaderNames {
 		hs = append(hs, source.Header{Key: n, Value: []byte(vals[i])})
 	}
+	if e.Rule != "" {
+		hs = append(hs, source.Header{Key: HeaderRule, Value: []byte(e.Rule)})
+	}
+	if e.Version != "" {
+		hs = append(hs, source.Header{Key: HeaderVersion, Value: []byte(e.Version)})
+	}
 	return hs
 }
 
 // entryFromHeaders rebuilds an Entry from a quarantine record's key, value and headers.
 func entryFromHeaders(key, value []byte, hs []source.Header) (Entry, error) {
+	// The block ends with HeaderTime; the optional headers after it are ours
+	// (the original record's headers all come before the block).
+	var rule, version string
+	if k := len(hs); k > len(HeaderNames) && hs[k-1].Key == HeaderVersion {
+		version, hs = string(hs[k-1].Value), hs[:k-1]
+	}
+	if k := len(hs); k > len(HeaderNames) && hs[k-1].Key == HeaderRule && hs[k-2].Key == HeaderTime {
+		rule, hs = string(hs[k-1].Value), hs[:k-1]
+	}
+	if version != "" && hs[len(hs)-1].Key != HeaderTime {
+		return Entry{}, fmt.Errorf("not a quarantine record: %s after %q, want after %q", HeaderVersion, hs[len(hs)-1].Key, HeaderTime)
+	}
 	n := len(hs) - len(HeaderNames)
 	if n < 0 {
 		return Entry{}, fmt.Errorf("not a quarantine record: %d headers, want at least %d", len(hs), len(HeaderNames))
@@ -122,7 +152,7 @@ func entryFromHeaders(key, value []byte, hs []source.Header) (Entry, error) {
 	if rec.Timestamp, err = parseTime(v[HeaderSourceTimestamp]); err != nil {
 		return Entry{}, fmt.Errorf("%s: %w", HeaderSourceTimestamp, err)
 	}
-	e := Entry{Record: rec, Reason: Reason(v[HeaderReason]), Message: v[HeaderMessage], Sink: v[HeaderSink]}
+	e := Entry{Record: rec, Reason: Reason(v[HeaderReason]), Message: v[HeaderMessage], Sink: v[HeaderSink], Rule: rule, Version: version}
 	if e.BatchID, err = strconv.ParseInt(v[HeaderBatch], 10, 64); err != nil {
 		return Entry{}, fmt.Errorf("%s: %w", HeaderBatch, err)
 	}
@@ -255,15 +285,20 @@ type Summary struct {
 	ByTopic map[string]int
 	// ByHour counts by Entry.Time truncated to the hour, in UTC.
 	ByHour map[time.Time]int
+	// ByRule counts rule violations (Reason RuleViolation) by rule name.
+	ByRule map[string]int
 }
 
 // Stats counts entries by reason, by source topic and by hour of quarantine time.
 func Stats(entries []Entry) Summary {
-	s := Summary{ByReason: map[Reason]int{}, ByTopic: map[string]int{}, ByHour: map[time.Time]int{}}
+	s := Summary{ByReason: map[Reason]int{}, ByTopic: map[string]int{}, ByHour: map[time.Time]int{}, ByRule: map[string]int{}}
 	for i := range entries {
 		e := &entries[i]
 		s.Total++
 		s.ByReason[e.Reason]++
+		if e.Rule != "" {
+			s.ByRule[e.Rule]++
+		}
 		if e.Record != nil {
 			s.ByTopic[e.Record.Topic]++
 		}

@@ -20,6 +20,9 @@ import (
 // with key_b64/payload_b64/headers_b64 for bytes that are not UTF-8) plus
 //
 //	"error":{"class":"malformed_json","message":"...","sink":"orders","batch":17,"time":"2026-01-02T03:04:05.123456789Z"}
+//
+// with "rule":"<name>" and "version":"<source version>" after "time" when a
+// quality rule rejected the record.
 
 type fileError struct {
 	Class   *string `json:"class"`
@@ -27,6 +30,8 @@ type fileError struct {
 	Sink    string  `json:"sink"`
 	Batch   int64   `json:"batch"`
 	Time    string  `json:"time"`
+	Rule    string  `json:"rule"`
+	Version string  `json:"version"`
 }
 
 // AppendLine appends e as one quarantine file line (with its trailing newline) to dst.
@@ -43,6 +48,14 @@ func AppendLine(dst []byte, e *Entry) []byte {
 	dst = strconv.AppendInt(dst, e.BatchID, 10)
 	dst = append(dst, `,"time":`...)
 	dst = appendJSONString(dst, formatTime(e.Time))
+	if e.Rule != "" {
+		dst = append(dst, `,"rule":`...)
+		dst = appendJSONString(dst, e.Rule)
+	}
+	if e.Version != "" {
+		dst = append(dst, `,"version":`...)
+		dst = appendJSONString(dst, e.Version)
+	}
 	return append(dst, "}}\n"...)
 }
 
@@ -67,7 +80,7 @@ func ParseLine(line []byte) (Entry, error) {
 		return Entry{}, errors.New(`not a quarantine line: no "error" object with a "class"`)
 	}
 	e := Entry{Record: rec, Reason: Reason(*l.Error.Class), Message: l.Error.Message,
-		Sink: l.Error.Sink, BatchID: l.Error.Batch}
+		Sink: l.Error.Sink, BatchID: l.Error.Batch, Rule: l.Error.Rule, Version: l.Error.Version}
 	if e.Time, err = parseTime(l.Error.Time); err != nil {
 		return Entry{}, fmt.Errorf("error.time: %w", err)
 	}

@@ -43,13 +43,19 @@ func edgeEntries() []Entry {
 			Headers: []source.Header{{Key: "bin", Value: []byte{0xff, 0}}, {Key: "null", Value: nil},
 				{Key: "empty", Value: []byte{}}, {Key: "bin", Value: []byte("dup")},
 				{Key: HeaderReason, Value: []byte("from an earlier life")}}},
+		// a rule violation whose original headers end like a quarantine block
+		{Topic: "db.public.orders", Partition: 0, Offset: 9, Key: []byte(`{"id":9}`), Value: []byte(`{"op":"u"}`),
+			Headers: []source.Header{{Key: HeaderTime, Value: []byte("x")}, {Key: HeaderRule, Value: []byte("not ours")}}},
 	}
-	reasons := []Reason{MalformedJSON, MissingAfter, MalformedEvent, MalformedAvro}
+	reasons := []Reason{MalformedJSON, MissingAfter, MalformedEvent, MalformedAvro, RuleViolation}
 	out := make([]Entry, len(recs))
 	for i, r := range recs {
 		out[i] = Entry{Record: r, Reason: reasons[i], Message: fmt.Sprintf("bad \"thing\" %d\n€", i),
 			Sink: "orders-sink", BatchID: int64(100 + i), Time: qt.Add(time.Duration(i) * time.Hour)}
 	}
+	out[4].Rule = "positive_amount"
+	out[4].Version = "00000001-1-0000000001a37dd0-0000000001a36928-0000000000000000"
+	out[3].Version = "00000002-0-0000000000000000-0000000000000001-0000000000000007" // a version without a rule
 	return out
 }
 
@@ -60,7 +66,7 @@ func checkEntries(t *testing.T, want, got []Entry) {
 	}
 	for i := range want {
 		w, g := want[i], got[i]
-		if g.Reason != w.Reason || g.Message != w.Message || g.Sink != w.Sink || g.BatchID != w.BatchID || !g.Time.Equal(w.Time) {
+		if g.Reason != w.Reason || g.Message != w.Message || g.Sink != w.Sink || g.BatchID != w.BatchID || !g.Time.Equal(w.Time) || g.Rule != w.Rule || g.Version != w.Version {
 			t.Fatalf("entry %d metadata: want %+v, got %+v", i, w, g)
 		}
 		wr, gr := w.Record, g.Record

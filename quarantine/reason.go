@@ -30,12 +30,13 @@ const (
 	VersionConflict Reason = "version_conflict"  // same source_version, different content
 	MissingVersion  Reason = "missing_version"   // no usable LSN/sequence where one is required
 	UnknownTable    Reason = "unknown_table"     // topic routes to no table
+	RuleViolation   Reason = "rule_violation"    // a configured quality rule (Entry.Rule) rejected the change
 )
 
 // Reasons lists every class, in documentation order.
 var Reasons = []Reason{MalformedJSON, MalformedAvro, UnknownSchemaID, MalformedEvent,
 	MissingKey, UnknownOp, MissingAfter, MissingBefore, TypeMismatch, InvalidDecimal,
-	InvalidTime, SchemaMismatch, VersionConflict, MissingVersion, UnknownTable}
+	InvalidTime, SchemaMismatch, VersionConflict, MissingVersion, UnknownTable, RuleViolation}
 
 // Error is a permanent failure for one record: retrying cannot fix it, so the
 // record goes to quarantine with Reason and the message.

@@ -19,6 +19,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/cdcsink/cdc-sink/internal/redact"
+	"github.com/cdcsink/cdc-sink/rules"
 )
 
 // Config is the `cdc-sink run` configuration (YAML). Every leaf key can be
@@ -28,18 +29,19 @@ import (
 // are k=v,k=v in flags and env vars; a map given there is merged into the
 // file's map entry by entry (the same precedence per entry).
 type Config struct {
-	Sink    string      `yaml:"sink" doc:"sink name: txn appId, table owner, consumer group default, quarantine topic prefix"`
-	Kafka   KafkaConf   `yaml:"kafka"`
-	Table   TableConf   `yaml:"tables"`
-	Reg     RegConf     `yaml:"registry"`
-	Batch   BatchConf   `yaml:"batch"`
-	Quar    QuarConf    `yaml:"quarantine"`
-	HTTP    HTTPConf    `yaml:"http"`
-	Log     LogConf     `yaml:"log"`
-	Merge   MergeConf   `yaml:"merge"`
-	Schema  SchemaConf  `yaml:"schema"`
-	Storage StorageConf `yaml:"storage"`
-	Maint   MaintConf   `yaml:"maintenance"`
+	Sink    string       `yaml:"sink" doc:"sink name: txn appId, table owner, consumer group default, quarantine topic prefix"`
+	Kafka   KafkaConf    `yaml:"kafka"`
+	Table   TableConf    `yaml:"tables"`
+	Reg     RegConf      `yaml:"registry"`
+	Batch   BatchConf    `yaml:"batch"`
+	Quar    QuarConf     `yaml:"quarantine"`
+	HTTP    HTTPConf     `yaml:"http"`
+	Log     LogConf      `yaml:"log"`
+	Merge   MergeConf    `yaml:"merge"`
+	Schema  SchemaConf   `yaml:"schema"`
+	Storage StorageConf  `yaml:"storage"`
+	Maint   MaintConf    `yaml:"maintenance"`
+	Rules   []rules.Rule `yaml:"rules" doc:"data-quality rules (docs/rules.md); as a flag or CDC_SINK_RULES: a YAML file holding them (replaces the file's)"`
 }
 
 // StorageConf configures the object store backends beyond the SDKs' standard
@@ -264,6 +266,17 @@ func setLeaf(l leaf, s string) error {
 			m[k] = splitNonEmpty(val, "|")
 		}
 		v.Set(reflect.ValueOf(m))
+	case []rules.Rule:
+		// a file: the rules list is YAML, not a flag-sized value
+		b, err := os.ReadFile(s)
+		if err != nil {
+			return fmt.Errorf("rules file: %w", err)
+		}
+		rs, err := rules.Parse(b, s)
+		if err != nil {
+			return err
+		}
+		v.Set(reflect.ValueOf(rs))
 	default:
 		return fmt.Errorf("unsupported type %s", v.Type())
 	}
@@ -415,7 +428,7 @@ func setYAMLLeaf(l leaf, n *yaml.Node) error {
 		return nil
 	}
 	switch l.v.Interface().(type) {
-	case []string, map[string]string, map[string][]string:
+	case []string, map[string]string, map[string][]string, []rules.Rule:
 		return n.Decode(l.v.Addr().Interface())
 	}
 	if n.Kind != yaml.ScalarNode {
@@ -432,6 +445,9 @@ func (c *Config) validate() error {
 	}
 	if !sinkNameRe.MatchString(c.Sink) {
 		return bad("sink", "%q must be letters, digits, '.', '_' or '-'", c.Sink)
+	}
+	if _, err := rules.Compile(c.Rules); err != nil {
+		return bad("rules", "%v", err)
 	}
 	if len(c.Kafka.Brokers) == 0 {
 		return bad("kafka.brokers", "at least one broker is required")

@@ -32,9 +32,17 @@ func TestDemoEndToEnd(t *testing.T) {
 	version, _ := strconv.ParseInt(m[1], 10, 64)
 	live, _ := strconv.Atoi(m[2])
 	deleted, _ := strconv.Atoi(m[3])
+	// 4 malformed records plus the changes the demo's rule holds back
 	q := regexp.MustCompile(`Quarantine topic demo.quarantine: (\d+) records`).FindStringSubmatch(s)
-	if q == nil || q[1] != "4" {
-		t.Errorf("quarantine summary: %v", q)
+	r := regexp.MustCompile(`rule_violation +(\d+)\n`).FindStringSubmatch(s)
+	br := regexp.MustCompile(`by rule: positive_amount=(\d+)`).FindStringSubmatch(s)
+	if q == nil || r == nil || br == nil || r[1] != br[1] {
+		t.Fatalf("quarantine summary: %v %v %v\n%s", q, r, br, s)
+	}
+	total, _ := strconv.Atoi(q[1])
+	viol, _ := strconv.Atoi(r[1])
+	if viol == 0 || total != 4+viol {
+		t.Errorf("quarantine: %d records, %d rule violations: want the 4 malformed records plus the violations", total, viol)
 	}
 	table := filepath.Join(dir, "lake", "public.orders")
 	rs := deltacheck.ReadDeltaRS(t, table, "")

@@ -39,6 +39,7 @@ func commands() []command {
 		{"demo", "run the embedded demo: in-process broker, generated Debezium stream, local table", cmdDemo},
 		{"table", "inspect and maintain a Delta table: show, info, optimize, purge-tombstones, vacuum, cleanup-log, alter", cmdTable},
 		{"quarantine", "audit and redrive quarantined records: stats, list, show, export, redrive", cmdQuarantine},
+		{"rules", "check data-quality rules: compile them, count what they reject on a sample", cmdRules},
 		{"diff", "compare the live rows of two tables (exit 1 on difference)", cmdDiff},
 		{"verify", "compare a table with its Postgres source table (exit 1 on difference)", cmdVerify},
 		{"slots", "show Postgres replication slots and retained WAL", cmdSlots},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -32,6 +33,7 @@ type metrics struct {
 	commitDur   prometheus.Histogram
 	attempts    prometheus.Histogram
 	conflicts   *prometheus.CounterVec
+	ruleViol    *prometheus.CounterVec
 	e2e         prometheus.Histogram
 	lag         *prometheus.GaugeVec
 	tableVer    *prometheus.GaugeVec
@@ -61,6 +63,7 @@ func newMetrics(sink string) *metrics {
 	m.batchDur = f.histogram("cdcsink_batch_duration_seconds", "Wall time of one micro-batch.", prometheus.ExponentialBuckets(0.005, 2, 14))
 	m.commitDur = f.histogram("cdcsink_commit_duration_seconds", "Delta commit latency per table commit.", prometheus.ExponentialBuckets(0.001, 2, 14))
 	m.attempts = f.histogram("cdcsink_commit_attempts", "Commit attempts (plans) per table commit: 1 unless a concurrent writer won.", []float64{1, 2, 3, 5, 10})
+	m.ruleViol = f.counterVec("cdcsink_rule_violations_total", "Changes that broke a data-quality rule, by table, rule and the rule's action (quarantine, drop, fail, warn).", "table", "rule", "action")
 	m.conflicts = f.counterVec("cdcsink_commit_conflicts_total", "Commit attempts lost to a concurrent writer (the batch was re-planned), by table.", "table")
 	m.e2e = f.histogram("cdcsink_end_to_end_latency_seconds", "Source commit time to Delta commit, for the newest change of a batch.", prometheus.ExponentialBuckets(0.01, 2, 16))
 	m.lag = f.gaugeVec("cdcsink_consumer_lag", "Records between the consumer position and the high watermark.", "topic", "partition")
@@ -108,6 +111,8 @@ type progressJSON struct {
 	Skipped                map[string]int           `json:"skipped"`
 	Tables                 map[string]tableProgJSON `json:"tables"`
 	Totals                 map[string]int64         `json:"totals"`
+	// Rules: violations since start, per rule and action ({"positive_amount":{"quarantine":3}}).
+	Rules map[string]map[string]int64 `json:"rules,omitempty"`
 }
 
 type tableProgJSON struct {
@@ -201,6 +206,22 @@ func (m *metrics) BatchDone(r *pipeline.Report) {
 	}
 	for _, n := range r.Quarantined {
 		p.Totals["quarantined"] += int64(n)
+	}
+	if m.last != nil && len(m.last.Rules) > 0 {
+		p.Rules = map[string]map[string]int64{}
+		for rule, byAct := range m.last.Rules {
+			p.Rules[rule] = maps.Clone(byAct)
+		}
+	}
+	for rc, n := range r.RuleViolations {
+		m.ruleViol.WithLabelValues(rc.Table, rc.Rule, string(rc.Action)).Add(float64(n))
+		if p.Rules == nil {
+			p.Rules = map[string]map[string]int64{}
+		}
+		if p.Rules[rc.Rule] == nil {
+			p.Rules[rc.Rule] = map[string]int64{}
+		}
+		p.Rules[rc.Rule][string(rc.Action)] += int64(n)
 	}
 	m.last = p
 	m.lastOK = now

@@ -198,6 +198,9 @@ func quarStats(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fmt.Fprintf(w, "total: %d\n", s.Total)
 	printCounts(w, "by reason:", stringKeys(s.ByReason))
 	printCounts(w, "by source topic:", s.ByTopic)
+	if len(s.ByRule) > 0 {
+		printCounts(w, "by rule:", s.ByRule)
+	}
 	fmt.Fprintln(w, "by hour (UTC):")
 	for _, h := range s.Hours() {
 		fmt.Fprintf(w, "  %s  %d\n", h.UTC().Format("2006-01-02T15:04Z"), s.ByHour[h])
@@ -458,7 +461,12 @@ func quarRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.Var(&keyCols, "key-columns", "TABLE=col1,col2 key columns for records with a null key (repeatable)")
 	registry := fs.String("registry", "", "Confluent-compatible schema registry URL (Avro records)")
 	batch := fs.Int("batch-records", 10000, "records per micro-batch")
+	rulesFile := fs.String("rules", "", "data-quality rules to apply while redriving (YAML, as for run; without it, none)")
 	if err := noPositional(fs, args); err != nil {
+		return err
+	}
+	rs, err := loadRulesFile(*rulesFile)
+	if err != nil {
 		return err
 	}
 	if *table == "" || *requar == "" {
@@ -489,7 +497,7 @@ func quarRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	rep, err := audit.Redrive(ctx, es, audit.RedriveConfig{
 		Table: *table, Storage: storageOpts, Sink: *sink, Requarantine: fw, KeyColumns: kc, Registry: reg,
-		BatchRecords: *batch, Control: isControlTopic,
+		BatchRecords: *batch, Control: isControlTopic, Rules: rs,
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {

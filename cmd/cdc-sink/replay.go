@@ -39,7 +39,12 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	colMap := fs.String("column-mapping", merge.ColumnMappingNone, "none | name: Delta column mapping of a table this replay creates")
 	onDrop := fs.String("on-drop-column", string(merge.DropKeep), "keep | drop: what happens to a table column the source dropped")
 	widening := fs.String("widening", string(merge.WidenRewrite), "rewrite | type_widening | off: how a column whose source type widened is followed (docs/types.md)")
+	rulesFile := fs.String("rules", "", "YAML file with data-quality rules (a rules: list, e.g. the run config; docs/rules.md)")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	rs, err := loadRulesFile(*rulesFile)
+	if err != nil {
 		return err
 	}
 	if *table == "" {
@@ -85,6 +90,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		KeyColumns:       kc,
 		Quarantine:       qw,
 		AllowForeignSink: *foreign,
+		Rules:            rs,
 		Logger:           logger,
 	}
 	if *registry != "" {

@@ -15,6 +15,7 @@ import (
 	"github.com/cdcsink/cdc-sink/merge"
 	"github.com/cdcsink/cdc-sink/pipeline"
 	"github.com/cdcsink/cdc-sink/quarantine"
+	"github.com/cdcsink/cdc-sink/rules"
 	"github.com/cdcsink/cdc-sink/source"
 	"github.com/cdcsink/cdc-sink/status"
 )
@@ -97,6 +98,10 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 		return err
 	}
 	tmpl := routeTemplate(cfg.Table.PathTemplate)
+	rs, err := rules.Compile(cfg.Rules)
+	if err != nil {
+		return fmt.Errorf("config key rules: %w", err)
+	}
 	setup := &sinkSetup{
 		Sink: cfg.Sink,
 		Route: func(topic string) (string, bool) {
@@ -115,6 +120,7 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 		Widening:      merge.WideningMode(cfg.Schema.Widening),
 		OnDropColumn:  merge.DropMode(cfg.Schema.OnDropColumn),
 		ColumnMapping: cfg.Schema.ColumnMapping,
+		Rules:         rs,
 		Logger:        logger,
 		Observer:      m,
 	}

@@ -838,6 +838,14 @@ func TestLoadConfig(t *testing.T) {
 		}},
 
 		{name: "bad broker in file", yaml: "kafka: {brokers: [nohost], topics: [t]}\n", err: []string{"config key kafka.brokers", `"nohost"`}},
+		{name: "rules in the file", yaml: base + "rules:\n  - name: positive_amount\n    table: public.orders\n    expr: row.amount > 0\n  - {name: no_deletes, ops: [c, u, r], action: fail}\n",
+			check: func(t *testing.T, c *Config) {
+				eq(t, "rules", fmt.Sprint(c.Rules), "[{positive_amount public.orders row.amount > 0 [] [] } {no_deletes   [] [c u r] fail}]")
+			}},
+		{name: "bad rule in the file", yaml: base + "rules:\n  - name: half\n    expr: row.amount >\n",
+			err: []string{"config key rules", `rule "half"`, "expr"}},
+		{name: "unknown rule key", yaml: base + "rules:\n  - name: r\n    requird: [amount]\n",
+			err: []string{"config key rules", `unknown rule key "requird"`, "line 6"}},
 		{name: "bad broker by flag", yaml: base, args: []string{"--kafka.brokers=a:1,b"}, err: []string{"config key kafka.brokers", `"b"`}},
 		{name: "bad duration in file", yaml: base + "batch:\n  max_interval: 5x\n", err: []string{"config key batch.max_interval", "line 5"}},
 		{name: "bad duration in env", yaml: base, env: env{"CDC_SINK_BATCH_MAX_INTERVAL": "soon"}, err: []string{"config key batch.max_interval", "CDC_SINK_BATCH_MAX_INTERVAL"}},

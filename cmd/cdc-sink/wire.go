@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/cdcsink/cdc-sink/normalize"
 	"github.com/cdcsink/cdc-sink/pipeline"
 	"github.com/cdcsink/cdc-sink/quarantine"
+	"github.com/cdcsink/cdc-sink/rules"
 	"github.com/cdcsink/cdc-sink/status"
 )
 
@@ -29,6 +31,7 @@ type sinkSetup struct {
 	OnDropColumn     merge.DropMode
 	ColumnMapping    string
 	AllowForeignSink bool
+	Rules            *rules.Set // nil or empty: no rules
 	Logger           *slog.Logger
 	Observer         pipeline.Observer
 }
@@ -77,15 +80,20 @@ func buildPipeline(s *sinkSetup) (*pipeline.Pipeline, *tableSet, error) {
 	}
 	ts := &tableSet{setup: s, tables: map[string]*merge.Table{}}
 	dec := envelope.NewDecoder(envelope.Options{Registry: s.Registry})
-	norm, err := normalize.New(normalize.Options{KeyColumns: s.KeyColumns})
+	norm, err := normalize.New(normalize.Options{KeyColumns: s.KeyColumns, KeepBefore: s.Rules.UsesBefore()})
 	if err != nil {
 		return nil, nil, err
+	}
+	var rs pipeline.Rules
+	if s.Rules.Len() > 0 {
+		rs = s.Rules // no per-change cost without rules
 	}
 	p := pipeline.New(pipeline.Config{
 		Sink:       s.Sink,
 		Decoder:    dec,
 		Normalizer: norm,
 		Quarantine: s.Quarantine,
+		Rules:      rs,
 		Logger:     s.Logger,
 		Observer:   s.Observer,
 		Route: func(ctx context.Context, topic string) (pipeline.Table, string, bool, error) {
@@ -142,4 +150,25 @@ func parseKeyColumns(specs []string) (map[string][]string, error) {
 		out[name] = strings.Split(cols, ",")
 	}
 	return out, nil
+}
+
+// loadRulesFile reads and compiles the rules of a YAML file (a rules: list
+// or a run config holding one); "" is no rules.
+func loadRulesFile(path string) (*rules.Set, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--rules: %w", err)
+	}
+	rs, err := rules.Parse(b, path)
+	if err != nil {
+		return nil, err
+	}
+	set, err := rules.Compile(rs)
+	if err != nil {
+		return nil, fmt.Errorf("rules %s: %w", path, err)
+	}
+	return set, nil
 }
