@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cdcsink/cdc-sink/delta"
+	"github.com/cdcsink/cdc-sink/delta/storagetest"
 	"github.com/cdcsink/cdc-sink/envelope"
 	"github.com/cdcsink/cdc-sink/internal/dbzgen"
 	"github.com/cdcsink/cdc-sink/merge"
@@ -132,5 +133,61 @@ func TestRunnerFencedBatchReseeks(t *testing.T) {
 			}
 		}
 		t.Fatalf("table differs from a single writer's: %d rows, want %d", len(got), len(want))
+	}
+}
+
+// A commit that landed but was reported failed (ambiguous outcome) is
+// retried; with fencing the retry finds the partitions already advanced (by
+// our own commit) and is fenced instead of re-planned: the records are
+// dropped, the partitions re-seeked to where the table is, and the table
+// ends identical to an uninterrupted run's (same versions, same rows).
+func TestFencedAfterAmbiguousCommit(t *testing.T) {
+	ctx := context.Background()
+	s := dbzgen.Generate(dbzgen.Config{Seed: 5, Prefix: "loja", Schema: "public", Table: "orders", Partitions: 2,
+		Keys: 60, Events: 300, SnapshotRows: 40, Tombstones: true, TxSize: 4, ToastEvery: 7})
+	want, wantV, _, err := runOnStore(t, s, delta.NewMemStorage())
+	if err != nil {
+		t.Fatal(err)
+	}
+	transient := delta.Transient(fmt.Errorf("response lost: %w", storagetest.ErrInjected))
+	f := storagetest.NewFaulty(delta.NewMemStorage(),
+		storagetest.Fault{Op: storagetest.OpPutIfAbsent, Pattern: "_delta_log/*.json", After: transient, Skip: 3, Times: 1})
+	norm, err := normalize.New(normalize.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events []string
+	var tb *merge.Table
+	p := New(Config{Sink: "s", Fence: true, Decoder: envelope.NewDecoder(envelope.Options{}), Normalizer: norm,
+		Quarantine: &memQuarantine{events: &events}, MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond,
+		Route: func(ctx context.Context, _ string) (Table, string, bool, error) {
+			if tb == nil {
+				t, err := merge.Open(ctx, "mem://orders", merge.Options{Sink: "s", Storage: f, Now: func() time.Time { return time.Unix(1e9, 0) }})
+				if err != nil {
+					return nil, "", false, err
+				}
+				tb = t
+			}
+			return tb, "orders", true, nil
+		}})
+	var batches [][]*source.Record
+	for i := 0; i < len(s.Records); i += 40 {
+		batches = append(batches, s.Records[i:min(i+40, len(s.Records))])
+	}
+	reseeks := 0
+	r := &Runner{P: p, Trigger: Trigger{MaxRecords: 40, MaxInterval: time.Hour}, Src: &hookSource{batches: batches},
+		Reseek: func(context.Context, []merge.TP) error { reseeks++; return nil }}
+	if err := r.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f.Injected() != 1 || reseeks != 1 {
+		t.Fatalf("%d faults, %d re-seeks: want the ambiguous commit fenced once", f.Injected(), reseeks)
+	}
+	got, err := tb.Rows(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tb.Version() != wantV || !reflect.DeepEqual(got, want) {
+		t.Fatalf("table v%d (%d rows) differs from the uninterrupted run (v%d, %d rows)", tb.Version(), len(got), wantV, len(want))
 	}
 }
