@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"sort"
 	"time"
 
 	"github.com/cdcsink/cdc-sink/delta/schema"
@@ -96,6 +97,7 @@ type Transaction struct {
 	domains  []DomainMetadata
 	appTxns  []Txn
 	readTxns map[string]bool
+	expect   map[string]int64
 	readAll  bool
 
 	// MaxAttempts bounds retries (default DefaultMaxAttempts).
@@ -172,6 +174,58 @@ func (tx *Transaction) SetAppTransaction(appID string, version int64) *Transacti
 func (tx *Transaction) TxnVersion(appID string) (int64, bool) {
 	tx.readTxns[appID] = true
 	return tx.read.TxnVersion(appID)
+}
+
+// ExpectTxn makes the commit conditional on appId's txn version being
+// version (-1: no txn for appId) in the read snapshot and staying so until
+// the commit lands: otherwise Commit fails with a *FencedError
+// (errors.Is(err, ErrFenced)), never by retrying at the next version. A
+// writer advancing a Kafka partition's offset from X expects X: a concurrent
+// owner that moved it fences this one out.
+func (tx *Transaction) ExpectTxn(appID string, version int64) *Transaction {
+	if tx.expect == nil {
+		tx.expect = map[string]int64{}
+	}
+	tx.expect[appID] = version
+	tx.readTxns[appID] = true
+	return tx
+}
+
+// checkExpected checks the ExpectTxn preconditions against the txn versions
+// of a snapshot (winner < 0) or against the txn actions of a winning commit.
+func (tx *Transaction) checkExpected(winner int64, acts []Action) error {
+	if len(tx.expect) == 0 {
+		return nil
+	}
+	var fences []Fence
+	if winner < 0 {
+		for app, want := range tx.expect {
+			found := int64(-1)
+			if v, ok := tx.read.TxnVersion(app); ok {
+				found = v
+			}
+			if found != want {
+				fences = append(fences, Fence{AppID: app, Expected: want, Found: found})
+			}
+		}
+	} else {
+		for i := range acts {
+			if t := acts[i].Txn; t != nil {
+				if want, ok := tx.expect[t.AppID]; ok && t.Version != want {
+					fences = append(fences, Fence{AppID: t.AppID, Expected: want, Found: t.Version})
+				}
+			}
+		}
+	}
+	if len(fences) == 0 {
+		return nil
+	}
+	sort.Slice(fences, func(i, j int) bool { return fences[i].AppID < fences[j].AppID })
+	wv := winner
+	if wv < 0 {
+		wv = tx.read.version
+	}
+	return &FencedError{ReadVersion: tx.read.version, WinnerVersion: wv, Fences: fences}
 }
 
 // ReadWholeTable declares that this transaction's writes depend on the
@@ -381,6 +435,9 @@ func (tx *Transaction) Commit(ctx context.Context, op string, params map[string]
 	if err := tx.validate(); err != nil {
 		return -1, fmt.Errorf("commit %s: %w", op, err)
 	}
+	if err := tx.checkExpected(-1, nil); err != nil {
+		return -1, fmt.Errorf("commit %s: %w", op, err)
+	}
 	acts := tx.actions(op, params, tx.read.version)
 	data, err := MarshalCommit(acts)
 	if err != nil {
@@ -402,6 +459,10 @@ func (tx *Transaction) Commit(ctx context.Context, op string, params map[string]
 		winner, rerr := tx.table.readCommit(ctx, v)
 		if rerr != nil {
 			return -1, fmt.Errorf("commit %s: conflict check: %w", op, rerr)
+		}
+		// a fence first: it is not a conflict to re-plan, whatever else the winner did
+		if ferr := tx.checkExpected(v, winner); ferr != nil {
+			return -1, fmt.Errorf("commit %s: %w", op, ferr)
 		}
 		if cerr := tx.checkConflict(v, winner); cerr != nil {
 			var ce *ConflictError

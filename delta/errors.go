@@ -56,3 +56,38 @@ func (e *ConflictError) Error() string {
 
 // Is makes errors.Is(err, ErrConflict) true.
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
+
+// ErrFenced: a transaction's precondition on an appId's txn version no
+// longer holds (Transaction.ExpectTxn): another writer advanced it. Unlike
+// ErrConflict it must not be retried by re-planning the same work on the
+// new snapshot: the writer lost what it was advancing (a zombie after a
+// rebalance) and must re-read its progress. Use errors.As with *FencedError.
+var ErrFenced = errors.New("delta: fenced: another writer advanced an expected txn")
+
+// FencedError names the appIds whose txn moved away from what was expected.
+type FencedError struct {
+	ReadVersion   int64 // the snapshot version the transaction started from
+	WinnerVersion int64 // the commit that moved them (ReadVersion: already moved in the read snapshot)
+	Fences        []Fence
+}
+
+// Fence is one failed txn precondition.
+type Fence struct {
+	AppID    string
+	Expected int64 // -1: expected no txn for the appId
+	Found    int64 // -1: none
+}
+
+func (e *FencedError) Error() string {
+	s := fmt.Sprintf("delta: fenced at v%d (read v%d):", e.WinnerVersion, e.ReadVersion)
+	for i, f := range e.Fences {
+		if i > 0 {
+			s += ","
+		}
+		s += fmt.Sprintf(" txn %q is %d, expected %d", f.AppID, f.Found, f.Expected)
+	}
+	return s
+}
+
+// Is makes errors.Is(err, ErrFenced) true.
+func (e *FencedError) Is(target error) bool { return target == ErrFenced }

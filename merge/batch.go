@@ -22,6 +22,15 @@ type Batch struct {
 	Offsets map[TP]int64
 	// Tracker is the versioning state after the batch, persisted with it.
 	Tracker []versioning.PartitionState
+	// From fences the commit: per partition of Offsets, the table's next
+	// offset the batch was read from as the caller last saw it (NextOffset;
+	// -1: the table had no progress for it). If another writer moved a
+	// partition's offset since (the partition was taken over in a rebalance
+	// while this process was paused), Apply commits nothing and fails with a
+	// *FencedError: re-planning the same records on top of the new owner's
+	// commits would let a zombie move progress and versioning state. Nil: no
+	// fence (single-writer tools: replay from a file, redrive).
+	From map[TP]int64
 }
 
 // Reject is a change the merge refuses (version_conflict, schema_mismatch…).

@@ -119,12 +119,15 @@ func (o *deltaOps) commit(ctx context.Context, readVersion int64, p *plan, op st
 	for _, t := range p.txns {
 		tx.SetAppTransaction(t.AppID, t.Version)
 	}
+	for _, e := range p.expect {
+		tx.ExpectTxn(e.appID, e.table)
+	}
 	for _, d := range p.domains {
 		tx.SetDomainMetadata(d.Domain, d.Configuration)
 	}
 	v, err := tx.Commit(ctx, op, params)
 	if err != nil {
-		if errors.Is(err, delta.ErrConflict) {
+		if errors.Is(err, delta.ErrConflict) || errors.Is(err, delta.ErrFenced) {
 			o.discard(ctx, p)
 		}
 		return -1, 0, err

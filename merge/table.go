@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"maps"
 	"math/rand/v2"
+	"os"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -43,6 +45,10 @@ type Options struct {
 	// Sink is the sink name: txn appId of the batch counter, prefix of the
 	// per-partition offset appIds, and owner recorded in the table.
 	Sink string
+	// Instance names this process among the instances of the sink, in each
+	// commit's commitInfo (operationParameters.instance) for audits of who
+	// advanced what. Default: host name and process id.
+	Instance string
 	// AllowForeignSink lets this sink write a table created by another sink.
 	AllowForeignSink bool
 	Truncate         TruncateMode
@@ -147,6 +153,10 @@ func Open(ctx context.Context, dir string, opts Options) (*Table, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Instance == "" {
+		host, _ := os.Hostname()
+		opts.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
@@ -434,7 +444,8 @@ func (t *Table) Apply(ctx context.Context, b *Batch, reject func(ctx context.Con
 			res.Attempts, res.Conflicts = attempt+1, attempt
 			return res, nil
 		}
-		if !errors.Is(err, delta.ErrConflict) {
+		if errors.Is(err, ErrFenced) || !errors.Is(err, delta.ErrConflict) {
+			// fenced: never re-planned (the caller re-reads its progress)
 			return nil, err
 		}
 		lastErr = err
@@ -502,6 +513,10 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 			}
 			return res, nil
 		}
+	}
+	expect, err := t.checkFence(b)
+	if err != nil {
+		return nil, err
 	}
 	// Schema evolution (new columns, widened types) is committed with the
 	// batch's data; undone in memory unless that commit lands.
@@ -641,8 +656,9 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 		plan.txns = append(plan.txns, delta.Txn{AppID: offsetAppID(t.opts.Sink, tp), Version: o, LastUpdated: ptr(now.UnixMilli())})
 	}
 	plan.domains = append(plan.domains, delta.DomainMetadata{Domain: trackerDomain(t.opts.Sink), Configuration: string(trackerJSON)})
+	plan.expect = expect
 	params := map[string]any{
-		"batchId": batchID, "sink": t.opts.Sink,
+		"batchId": batchID, "sink": t.opts.Sink, "instance": t.opts.Instance,
 		"inserted": res.Inserted, "updated": res.Updated, "deleted": res.Deleted,
 		"stale": res.Stale, "duplicate": res.Duplicate, "rejected": res.Rejected,
 	}
@@ -661,8 +677,22 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 	if err := t.fault("before-commit"); err != nil {
 		return nil, err
 	}
+	if b.From != nil {
+		// what the batch advanced from, for audits of the fence (AuditFencing)
+		from := make(map[string]int64, len(b.From))
+		for tp, o := range b.From {
+			if _, ok := b.Offsets[tp]; ok {
+				from[tp.Topic+"/"+strconv.Itoa(int(tp.Partition))] = o
+			}
+		}
+		params["fromOffsets"] = from
+	}
 	v, logBytes, err := t.ops.commit(ctx, t.st.version, plan, "MERGE", params)
 	if err != nil {
+		var fe *delta.FencedError
+		if errors.As(err, &fe) {
+			return nil, t.fencedByCommit(fe, expect, err)
+		}
 		return nil, fmt.Errorf("commit batch %d to %s: %w", batchID, t.dir, err)
 	}
 	if len(carried) > 0 {

@@ -25,6 +25,7 @@ type plan struct {
 	protocol  *delta.Protocol // nil: unchanged
 	dvUpdates []dvUpdate
 	newFiles  []newFile
+	expect    []fence // txn preconditions (Batch.From)
 }
 
 type dvUpdate struct {

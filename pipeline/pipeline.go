@@ -71,6 +71,12 @@ type Config struct {
 	VersionOf func(r *source.Record) (versioning.Version, bool)
 	Logger    *slog.Logger
 	Observer  Observer
+	// Fence makes every batch carry, per partition, the table offset its
+	// records were read from (merge.Batch.From), so that a commit after
+	// another instance took the partition over fails with merge.ErrFenced
+	// instead of landing (see Runner.Reseek). For consumer-group sinks
+	// (`run`); single-writer tools leave it off.
+	Fence bool
 	// Backoff for transient failures: starts at MinBackoff, doubles up to MaxBackoff.
 	MinBackoff, MaxBackoff time.Duration
 	Now                    func() time.Time
@@ -149,6 +155,7 @@ type tableWork struct {
 	chRec   []*source.Record // record of each change
 	bad     []quarantine.Entry
 	offsets map[merge.TP]int64
+	from    map[merge.TP]int64 // Config.Fence: table offset each partition was read from
 	tracker *versioning.Tracker
 }
 
@@ -186,6 +193,15 @@ func (p *Pipeline) Process(ctx context.Context, recs []*source.Record) (*Report,
 		}
 		w.recs = append(w.recs, r)
 		tp := merge.TP{Topic: r.Topic, Partition: r.Partition}
+		if _, seen := w.offsets[tp]; !seen && p.cfg.Fence {
+			if w.from == nil {
+				w.from = map[merge.TP]int64{}
+			}
+			w.from[tp] = -1
+			if next, ok := t.NextOffset(r.Topic, r.Partition); ok {
+				w.from[tp] = next
+			}
+		}
 		if r.Offset+1 > w.offsets[tp] {
 			w.offsets[tp] = r.Offset + 1
 		}
@@ -334,7 +350,7 @@ func (p *Pipeline) prepare(ctx context.Context, w *tableWork, rep *Report) error
 }
 
 func (p *Pipeline) apply(ctx context.Context, w *tableWork, rep *Report) (*merge.Result, error) {
-	batch := &merge.Batch{Changes: w.changes, Offsets: w.offsets, Tracker: w.tracker.State()}
+	batch := &merge.Batch{Changes: w.changes, Offsets: w.offsets, Tracker: w.tracker.State(), From: w.from}
 	// Each record is quarantined (and counted) once per batch, however often
 	// merge calls reject: once per commit attempt after a concurrent writer
 	// won, and again when a transient failure makes this loop retry Apply.

@@ -3,10 +3,12 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sync"
 	"time"
 
+	"github.com/cdcsink/cdc-sink/merge"
 	"github.com/cdcsink/cdc-sink/quarantine"
 	"github.com/cdcsink/cdc-sink/source"
 )
@@ -50,6 +52,14 @@ type Runner struct {
 	// OnError is told about each failed batch before the runner retries it
 	// (transient) or stops (permanent). May be nil.
 	OnError func(err error)
+	// Reseek is called when a batch was fenced (merge.ErrFenced: another
+	// instance advanced these partitions while this one held records of
+	// them). The runner has dropped every record of them; Reseek must move
+	// the source back to the table's offsets for those still assigned (and
+	// leave the others to their new owner). The rest of the batch is then
+	// applied. Nil: the fenced records are dropped and nothing is re-read
+	// (only right for a source that cannot seek and has no other writer).
+	Reseek func(ctx context.Context, tps []merge.TP) error
 
 	mu  sync.Mutex
 	buf []*source.Record
@@ -153,6 +163,24 @@ func (r *Runner) flush(ctx context.Context) error {
 			}
 			return nil
 		}
+		var fe *merge.FencedError
+		if errors.As(err, &fe) {
+			// Never re-planned on top of the new owner's commits: the fenced
+			// partitions' records are dropped and re-read from the table's
+			// offsets (if still ours); the other partitions' records go on.
+			recs = r.dropFenced(recs, fe)
+			r.P.cfg.Logger.Warn("batch fenced: another instance advanced partitions of it; re-reading them from the table",
+				"err", err, "records_kept", len(recs))
+			if r.Reseek != nil {
+				if err := r.Reseek(bctx, fe.Sorted()); err != nil {
+					return fmt.Errorf("re-seek fenced partitions: %w", err)
+				}
+			}
+			if len(recs) == 0 {
+				return nil
+			}
+			continue
+		}
 		if r.OnError != nil {
 			r.OnError(err)
 		}
@@ -167,6 +195,23 @@ func (r *Runner) flush(ctx context.Context) error {
 		}
 		back = min(back*2, r.P.cfg.MaxBackoff)
 	}
+}
+
+// dropFenced removes the fenced partitions' records from recs and from the
+// buffer (records polled meanwhile).
+func (r *Runner) dropFenced(recs []*source.Record, fe *merge.FencedError) []*source.Record {
+	tps := make([]source.TopicPartition, 0, len(fe.Partitions))
+	for tp := range fe.Partitions {
+		tps = append(tps, source.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
+	}
+	r.Revoke(tps)
+	kept := make([]*source.Record, 0, len(recs))
+	for _, rec := range recs {
+		if _, gone := fe.Partitions[merge.TP{Topic: rec.Topic, Partition: rec.Partition}]; !gone {
+			kept = append(kept, rec)
+		}
+	}
+	return kept
 }
 
 // graceContext returns a context that is not cancelled with ctx but

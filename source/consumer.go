@@ -530,6 +530,38 @@ func (c *Consumer) Positions() map[TopicPartition]int64 {
 	return out
 }
 
+// Seek moves assigned partitions to the given next offsets (records fetched
+// beyond them are discarded by librdkafka) and returns the partitions it
+// left alone because they are not assigned to this consumer any more. Call
+// it from the goroutine that calls Poll, between Polls.
+func (c *Consumer) Seek(offsets map[TopicPartition]int64) (notAssigned []TopicPartition, err error) {
+	c.life.RLock()
+	defer c.life.RUnlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	for tp, off := range offsets {
+		c.mu.Lock()
+		_, assigned := c.pos[tp]
+		c.mu.Unlock()
+		if !assigned {
+			notAssigned = append(notAssigned, tp)
+			continue
+		}
+		topic := tp.Topic
+		if err := c.c.Seek(kafka.TopicPartition{Topic: &topic, Partition: tp.Partition, Offset: kafka.Offset(off)}, 0); err != nil {
+			return notAssigned, wrapKafkaErr(fmt.Sprintf("seek %s to %d", tp, off), err)
+		}
+		c.mu.Lock()
+		if _, ok := c.pos[tp]; ok {
+			c.pos[tp] = off
+		}
+		c.mu.Unlock()
+	}
+	sortTPs(notAssigned)
+	return notAssigned, nil
+}
+
 // Assignment returns the partitions currently assigned to this consumer, sorted.
 func (c *Consumer) Assignment() []TopicPartition {
 	c.mu.Lock()

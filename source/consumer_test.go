@@ -663,3 +663,41 @@ func TestConsumerDropsRevokedRecordsFromBatch(t *testing.T) {
 	nb := <-bDone
 	t.Logf("A: %d records in the last batches, revoked %v; B read %d", len(batch), revoked, nb)
 }
+
+// Seek moves an assigned partition back (its records are delivered again
+// from there) and reports partitions not assigned instead of seeking them.
+func TestConsumerSeekBackAndNotAssigned(t *testing.T) {
+	addrs := newCluster(t, 2, "t")
+	produce(t, addrs, genRecords("t", 2, 20, 0)) // 10 per partition
+	c, err := NewConsumer(consumerConfig(addrs, "g", "t"), newSeekHandler(map[TopicPartition]int64{{"t", 0}: 0, {"t", 1}: 0}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	count := map[tpKey]int{}
+	pollUntil(t, c, 30*time.Second, func(recs []*Record) {
+		for _, r := range recs {
+			count[tpKey{r.Topic, r.Partition}]++
+		}
+	}, func() bool { return count[tpKey{"t", 0}] == 10 && count[tpKey{"t", 1}] == 10 })
+	gone, err := c.Seek(map[TopicPartition]int64{{"t", 0}: 4, {"other", 0}: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gone) != 1 || gone[0] != (tpKey{"other", 0}) {
+		t.Fatalf("not assigned: %v, want other/0", gone)
+	}
+	var again []int64
+	pollUntil(t, c, 30*time.Second, func(recs []*Record) {
+		for _, r := range recs {
+			if r.Partition == 0 {
+				again = append(again, r.Offset)
+			} else {
+				t.Errorf("partition 1 redelivered offset %d without a seek", r.Offset)
+			}
+		}
+	}, func() bool { return len(again) >= 6 })
+	if fmt.Sprint(again) != "[4 5 6 7 8 9]" {
+		t.Fatalf("after seeking partition 0 to 4: offsets %v", again)
+	}
+}

@@ -30,6 +30,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	runTestChild() // exits when this is a child process (fence_test.go)
 	// Tests talk to loopback only: no cloud SDK may fall back to a metadata
 	// server (AWS IMDS, GCE metadata) when a test leaves credentials unset.
 	for k, v := range map[string]string{"AWS_EC2_METADATA_DISABLED": "true", "GCE_METADATA_HOST": "127.0.0.1:9", "GCE_METADATA_IP": "127.0.0.1:9",

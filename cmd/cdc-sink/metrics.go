@@ -34,6 +34,7 @@ type metrics struct {
 	attempts    prometheus.Histogram
 	conflicts   *prometheus.CounterVec
 	ruleViol    *prometheus.CounterVec
+	fenced      *prometheus.CounterVec
 	e2e         prometheus.Histogram
 	lag         *prometheus.GaugeVec
 	tableVer    *prometheus.GaugeVec
@@ -64,6 +65,7 @@ func newMetrics(sink string) *metrics {
 	m.commitDur = f.histogram("cdcsink_commit_duration_seconds", "Delta commit latency per table commit.", prometheus.ExponentialBuckets(0.001, 2, 14))
 	m.attempts = f.histogram("cdcsink_commit_attempts", "Commit attempts (plans) per table commit: 1 unless a concurrent writer won.", []float64{1, 2, 3, 5, 10})
 	m.ruleViol = f.counterVec("cdcsink_rule_violations_total", "Changes that broke a data-quality rule, by table, rule and the rule's action (quarantine, drop, fail, warn).", "table", "rule", "action")
+	m.fenced = f.counterVec("cdcsink_fenced_partitions_total", "Partitions whose batch was fenced: another instance had advanced them in the table (their records were dropped and re-read from the table's offset if still assigned), by topic.", "topic")
 	m.conflicts = f.counterVec("cdcsink_commit_conflicts_total", "Commit attempts lost to a concurrent writer (the batch was re-planned), by table.", "table")
 	m.e2e = f.histogram("cdcsink_end_to_end_latency_seconds", "Source commit time to Delta commit, for the newest change of a batch.", prometheus.ExponentialBuckets(0.01, 2, 16))
 	m.lag = f.gaugeVec("cdcsink_consumer_lag", "Records between the consumer position and the high watermark.", "topic", "partition")

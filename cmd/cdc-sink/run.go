@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/cdcsink/cdc-sink/envelope"
@@ -62,6 +63,8 @@ type runHooks struct {
 	Quarantine quarantine.Writer
 	// Tables receives the table set once built.
 	Tables func(*tableSet)
+	// Fault is merge's crash/pause hook (merge.Options.Fault): tests only.
+	Fault func(point string) error
 	// Quiet disables the terminal progress line.
 	Quiet bool
 }
@@ -123,6 +126,8 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 		Rules:         rs,
 		Logger:        logger,
 		Observer:      m,
+		Fence:         true,
+		Fault:         h.Fault,
 	}
 	p, ts, err := buildPipeline(setup)
 	if err != nil {
@@ -155,6 +160,9 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 		cons.StopAt(end)
 	}
 	runner.Src = cons
+	runner.Reseek = func(ctx context.Context, tps []merge.TP) error {
+		return reseek(ctx, cons, ts, setup, logger, m, tps)
+	}
 	prog := newProgress(h.stdout, !h.Quiet)
 	runner.OnError = m.batchFailed
 	runner.AfterBatch = func(ctx context.Context, recs []*source.Record, rep *pipeline.Report) error {
@@ -244,6 +252,46 @@ func (s *seekHandler) OnRevoke(_ context.Context, parts []source.TopicPartition)
 	s.runner.Revoke(parts)
 	for _, tp := range parts {
 		s.logger.Info("partition revoked", "topic", tp.Topic, "partition", tp.Partition)
+	}
+	return nil
+}
+
+// reseek moves fenced partitions back to the offsets in their table: the
+// batch that held their records lost them to another instance (a rebalance
+// while this one was paused). A partition no longer assigned is left to its
+// new owner.
+func reseek(ctx context.Context, cons *source.Consumer, ts *tableSet, setup *sinkSetup, logger *slog.Logger, m *metrics, tps []merge.TP) error {
+	offs := map[source.TopicPartition]int64{}
+	for _, tp := range tps {
+		m.fenced.WithLabelValues(tp.Topic).Inc()
+		dir, ok := setup.Route(tp.Topic)
+		if !ok {
+			continue
+		}
+		t, err := ts.open(ctx, dir)
+		if err != nil {
+			return fmt.Errorf("open table for %s/%d: %w", tp.Topic, tp.Partition, err)
+		}
+		if err := t.Refresh(ctx); err != nil {
+			return fmt.Errorf("refresh table %s: %w", dir, err)
+		}
+		o, ok := t.NextOffset(tp.Topic, tp.Partition)
+		if !ok {
+			o = 0
+		}
+		offs[source.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}] = o
+	}
+	gone, err := cons.Seek(offs)
+	if err != nil {
+		return err
+	}
+	for tp, o := range offs {
+		if !slices.Contains(gone, tp) {
+			logger.Warn("partition fenced: re-reading it from the table's offset", "topic", tp.Topic, "partition", tp.Partition, "seek", o)
+		}
+	}
+	for _, tp := range gone {
+		logger.Warn("partition fenced and no longer assigned: left to its new owner", "topic", tp.Topic, "partition", tp.Partition)
 	}
 	return nil
 }

@@ -34,6 +34,11 @@ type sinkSetup struct {
 	Rules            *rules.Set // nil or empty: no rules
 	Logger           *slog.Logger
 	Observer         pipeline.Observer
+	// Fence: consumer-group sinks (run) fence every batch on the table
+	// offsets it was read from (pipeline.Config.Fence).
+	Fence bool
+	// Fault is handed to merge.Options.Fault (tests only: runHooks).
+	Fault func(point string) error
 }
 
 // tableSet opens each table once and hands it to the pipeline's router.
@@ -51,7 +56,7 @@ func (ts *tableSet) open(ctx context.Context, dir string) (*merge.Table, error) 
 	}
 	t, err := merge.Open(ctx, dir, merge.Options{
 		Sink: ts.setup.Sink, Truncate: ts.setup.Truncate, Widening: ts.setup.Widening, OnDropColumn: ts.setup.OnDropColumn, ColumnMapping: ts.setup.ColumnMapping, StorageOptions: storageOpts, AllowForeignSink: ts.setup.AllowForeignSink,
-		Logger: ts.setup.Logger,
+		Logger: ts.setup.Logger, Fault: ts.setup.Fault,
 	})
 	if err != nil {
 		return nil, err
@@ -96,6 +101,7 @@ func buildPipeline(s *sinkSetup) (*pipeline.Pipeline, *tableSet, error) {
 		Rules:      rs,
 		Logger:     s.Logger,
 		Observer:   s.Observer,
+		Fence:      s.Fence,
 		Route: func(ctx context.Context, topic string) (pipeline.Table, string, bool, error) {
 			dir, ok := s.Route(topic)
 			if !ok {
