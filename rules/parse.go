@@ -1,6 +1,7 @@
 package rules
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -24,6 +25,9 @@ func (r *Rule) UnmarshalYAML(n *yaml.Node) error {
 	return n.Decode((*plain)(r))
 }
 
+// ErrNoRules: a YAML mapping without a rules: key.
+var ErrNoRules = errors.New("no rules: key")
+
 // Parse reads rules from YAML: either a list of rules or a mapping whose
 // `rules:` key holds the list (so a `run` config file can be given as is;
 // its other keys are ignored here). name is used in errors.
@@ -44,7 +48,7 @@ func Parse(b []byte, name string) ([]Rule, error) {
 			}
 		}
 		if list == nil {
-			return nil, fmt.Errorf("rules %s: no rules: key", name)
+			return nil, fmt.Errorf("rules %s: %w", name, ErrNoRules)
 		}
 		n = list
 	}

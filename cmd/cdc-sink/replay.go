@@ -14,6 +14,7 @@ import (
 	"github.com/cdcsink/cdc-sink/merge"
 	"github.com/cdcsink/cdc-sink/pipeline"
 	"github.com/cdcsink/cdc-sink/quarantine"
+	"github.com/cdcsink/cdc-sink/rules"
 	"github.com/cdcsink/cdc-sink/source"
 )
 
@@ -40,12 +41,25 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	onDrop := fs.String("on-drop-column", string(merge.DropKeep), "keep | drop: what happens to a table column the source dropped")
 	widening := fs.String("widening", string(merge.WidenRewrite), "rewrite | type_widening | off: how a column whose source type widened is followed (docs/types.md)")
 	rulesFile := fs.String("rules", "", "YAML file with data-quality rules (a rules: list, e.g. the run config; docs/rules.md)")
+	configFile := fs.String("config", "", "a run config file: replay applies its rules: (as --rules does)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *configFile != "" && *rulesFile != "" {
+		return errors.New("--config and --rules both name rules: give one")
 	}
 	rs, err := loadRulesFile(*rulesFile)
 	if err != nil {
 		return err
+	}
+	if *configFile != "" {
+		// a run config without rules: is fine here
+		if rs, err = loadRulesFile(*configFile); errors.Is(err, rules.ErrNoRules) {
+			rs, err = nil, nil
+		}
+		if err != nil {
+			return err
+		}
 	}
 	if *table == "" {
 		return errors.New("--table is required")

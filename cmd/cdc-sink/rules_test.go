@@ -89,7 +89,7 @@ func TestReplayRulesQuarantineThenRedrive(t *testing.T) {
 	}
 
 	code, out, errOut := runCLI(t, "replay", "--from-file", in, "--table", table, "--sink-name", "orders",
-		"--rules", rulesFile, "--quarantine-file", qfile, "--batch-records", "100", "--quiet")
+		"--config", rulesFile, "--quarantine-file", qfile, "--batch-records", "100", "--quiet")
 	if code != 0 {
 		t.Fatalf("replay: exit %d\n%s\n%s", code, out, errOut)
 	}
