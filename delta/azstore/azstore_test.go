@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,13 @@ import (
 )
 
 var roots atomic.Int64
+
+func TestMain(m *testing.M) {
+	if storagetest.IsRacingChild() {
+		os.Exit(storagetest.RacingChild(openRacingChild))
+	}
+	os.Exit(m.Run())
+}
 
 // setup starts Azurite with container "lake" and the shared-key env.
 func setup(t *testing.T) (*azurite.Server, delta.StorageOptions) {
@@ -73,6 +81,21 @@ func TestConnectionString(t *testing.T) {
 	if s.Account() != azurite.Account || s.Container() != "lake" || s.Prefix() != "cs" {
 		t.Errorf("store = %s/%s/%s", s.Account(), s.Container(), s.Prefix())
 	}
+}
+
+// Racing processes (storagetest.RacingProcesses): copies of this test
+// binary, each with its own client, race If-None-Match: * uploads on
+// Azurite. setup's shared-key environment is inherited by the children.
+func TestPutIfAbsentRacingProcesses(t *testing.T) {
+	_, opts := setup(t)
+	loc := fmt.Sprintf("az://lake/racing-processes/r%d", roots.Add(1))
+	storagetest.RacingProcesses(t, 8, 25, []string{"AZSTORE_RACING_LOCATION=" + loc}, openAt(t, loc, opts))
+}
+
+// openRacingChild opens the store the parent of a racing child named.
+func openRacingChild(ctx context.Context) (delta.Storage, error) {
+	return delta.OpenStorage(ctx, os.Getenv("AZSTORE_RACING_LOCATION"),
+		delta.StorageOptions{Azure: delta.AzureOptions{Endpoint: os.Getenv("CDC_SINK_STORAGE_AZURE_ENDPOINT")}})
 }
 
 // racers is more than storagetest.Racers' minimum: 24 writers, 10 rounds,

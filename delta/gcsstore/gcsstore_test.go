@@ -12,6 +12,7 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,13 @@ import (
 )
 
 const testBucket = "lake"
+
+func TestMain(m *testing.M) {
+	if storagetest.IsRacingChild() {
+		os.Exit(storagetest.RacingChild(openRacingChild))
+	}
+	os.Exit(m.Run())
+}
 
 // fakeServer starts an in-process fake-gcs-server on a loopback port with
 // one bucket; it is stopped when t ends.
@@ -122,6 +130,20 @@ func TestFakeServerEnforcesDoesNotExist(t *testing.T) {
 			t.Fatalf("round %d: %d winners among %d racers, want exactly 1", round, wins.Load(), racers)
 		}
 	}
+}
+
+// Racing processes (storagetest.RacingProcesses): the fake server listens
+// on a loopback TCP port, so copies of this test binary reach it as they
+// would a real GCS endpoint and race ifGenerationMatch=0 uploads on it.
+func TestPutIfAbsentRacingProcesses(t *testing.T) {
+	srv := fakeServer(t)
+	s := newStore(t, srv.URL())
+	storagetest.RacingProcesses(t, 8, 25, []string{"GCSSTORE_ENDPOINT=" + srv.URL(), "GCSSTORE_PREFIX=" + s.prefix}, s)
+}
+
+// openRacingChild opens the store the parent of a racing child named.
+func openRacingChild(context.Context) (delta.Storage, error) {
+	return New(testBucket, os.Getenv("GCSSTORE_PREFIX"), delta.GCSOptions{Endpoint: os.Getenv("GCSSTORE_ENDPOINT")})
 }
 
 // A large object goes through the chunked resumable upload (several

@@ -1,7 +1,6 @@
 package s3store_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -10,7 +9,6 @@ import (
 	"math/rand"
 	"net/http"
 	"os"
-	"os/exec"
 	"sort"
 	"strings"
 	"sync"
@@ -52,8 +50,8 @@ func isolateAWS() {
 
 func TestMain(m *testing.M) {
 	isolateAWS()
-	if os.Getenv("S3STORE_HELPER") != "" {
-		os.Exit(racingHelper())
+	if storagetest.IsRacingChild() {
+		os.Exit(storagetest.RacingChild(openRacingChild))
 	}
 	var err error
 	server, err = seaweed.Start(os.TempDir(), bucket)
@@ -339,116 +337,18 @@ func assertNoUploads(t *testing.T, s *s3store.Store) {
 	}
 }
 
-// Racing processes: N copies of this test binary race PutIfAbsent on the
-// same keys; exactly one process wins each key, and the stored object is
-// the winner's.
+// Racing processes (storagetest.RacingProcesses): copies of this test
+// binary race PutIfAbsent on the same keys through SeaweedFS.
 func TestPutIfAbsentRacingProcesses(t *testing.T) {
-	const procs, keys = 8, 25
 	prefix := freshPrefix(t.Name())
-	type proc struct {
-		cmd   *exec.Cmd
-		stdin io.WriteCloser
-		out   *bufio.Scanner
-		lines []string
-	}
-	ps := make([]*proc, procs)
-	for i := range ps {
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "S3STORE_HELPER=1", "S3STORE_ENDPOINT="+server.Endpoint,
-			"S3STORE_PREFIX="+prefix, fmt.Sprintf("S3STORE_KEYS=%d", keys), fmt.Sprintf("S3STORE_ID=%d", i))
-		stdin, err := cmd.StdinPipe()
-		must(t, err)
-		stdout, err := cmd.StdoutPipe()
-		must(t, err)
-		cmd.Stderr = os.Stderr
-		must(t, cmd.Start())
-		ps[i] = &proc{cmd: cmd, stdin: stdin, out: bufio.NewScanner(stdout)}
-	}
-	for i, p := range ps { // each has its client ready
-		if !p.out.Scan() || p.out.Text() != "ready" {
-			t.Fatalf("helper %d did not get ready: %q", i, p.out.Text())
-		}
-	}
-	for _, p := range ps {
-		io.WriteString(p.stdin, "go\n")
-	}
-	for i, p := range ps {
-		for p.out.Scan() {
-			p.lines = append(p.lines, p.out.Text())
-		}
-		if err := p.cmd.Wait(); err != nil {
-			t.Fatalf("helper %d: %v (%v)", i, err, p.lines)
-		}
-	}
-	wins := make([]int, procs)
-	for k := range keys {
-		winner := -1
-		for i, p := range ps {
-			if len(p.lines) != keys {
-				t.Fatalf("helper %d reported %d results, want %d: %v", i, len(p.lines), keys, p.lines)
-			}
-			switch res := p.lines[k]; res {
-			case "won":
-				if winner >= 0 {
-					t.Fatalf("key %d: processes %d and %d both won", k, winner, i)
-				}
-				winner = i
-			case "exists":
-			default:
-				t.Fatalf("key %d, process %d: %s", k, i, res)
-			}
-		}
-		if winner < 0 {
-			t.Fatalf("key %d: no winner", k)
-		}
-		wins[winner]++
-		got, err := newStoreAt(t, prefix, 0).Get(context.Background(), fmt.Sprintf("_delta_log/%020d.json", k))
-		must(t, err)
-		if string(got) != fmt.Sprintf("process %d", winner) {
-			t.Fatalf("key %d holds %q, winner was %d", k, got, winner)
-		}
-	}
-	t.Logf("%d processes x %d keys: exactly one winner per key; wins per process %v", procs, keys, wins)
+	storagetest.RacingProcesses(t, 8, 25, []string{"S3STORE_ENDPOINT=" + server.Endpoint, "S3STORE_PREFIX=" + prefix},
+		newStoreAt(t, prefix, 0))
 }
 
-// racingHelper is the child side of TestPutIfAbsentRacingProcesses.
-func racingHelper() int {
-	ctx := context.Background()
-	st, err := s3store.New(ctx, s3store.Config{Bucket: bucket, Prefix: os.Getenv("S3STORE_PREFIX"),
+// openRacingChild opens the store the parent of a racing child named.
+func openRacingChild(ctx context.Context) (delta.Storage, error) {
+	return s3store.New(ctx, s3store.Config{Bucket: bucket, Prefix: os.Getenv("S3STORE_PREFIX"),
 		S3: delta.S3Options{Endpoint: os.Getenv("S3STORE_ENDPOINT"), PathStyle: true}})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	var keys int
-	fmt.Sscan(os.Getenv("S3STORE_KEYS"), &keys)
-	id := os.Getenv("S3STORE_ID")
-	fmt.Println("ready")
-	if line, _ := bufio.NewReader(os.Stdin).ReadString('\n'); line != "go\n" {
-		return 1
-	}
-	results := make([]string, keys)
-	var wg sync.WaitGroup
-	for k := range keys { // all keys at once: goroutines race too
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := st.PutIfAbsent(ctx, fmt.Sprintf("_delta_log/%020d.json", k), []byte("process "+id))
-			switch {
-			case err == nil:
-				results[k] = "won"
-			case delta.IsExists(err):
-				results[k] = "exists"
-			default:
-				results[k] = "error: " + err.Error()
-			}
-		}()
-	}
-	wg.Wait()
-	for _, r := range results {
-		fmt.Println(r)
-	}
-	return 0
 }
 
 // --- error classification -------------------------------------------------

@@ -4,12 +4,61 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"os"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/cdcsink/cdc-sink/delta"
 	"github.com/cdcsink/cdc-sink/delta/storagetest"
 )
+
+func TestMain(m *testing.M) {
+	if storagetest.IsRacingChild() {
+		os.Exit(storagetest.RacingChild(openRacingChild))
+	}
+	os.Exit(m.Run())
+}
+
+// openRacingChild opens the local root the parent named; with
+// STORAGETEST_BROKEN set, behind a PutIfAbsent that is a plain Put.
+func openRacingChild(context.Context) (delta.Storage, error) {
+	var s delta.Storage = delta.NewLocalStorage(os.Getenv("STORAGETEST_DIR"))
+	if os.Getenv("STORAGETEST_BROKEN") != "" {
+		s = overwriting{s}
+	}
+	return s, nil
+}
+
+// overwriting is a Storage whose PutIfAbsent has lost its exclusivity.
+type overwriting struct{ delta.Storage }
+
+func (o overwriting) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+	return o.Put(ctx, key, data)
+}
+
+// Racing processes on local disk (link(2) in LocalStorage.PutIfAbsent).
+func TestLocalRacingProcesses(t *testing.T) {
+	dir := t.TempDir()
+	storagetest.RacingProcesses(t, 8, 25, []string{"STORAGETEST_DIR=" + dir}, delta.NewLocalStorage(dir))
+}
+
+// The racing check can fail: run TestLocalRacingProcesses in a copy of
+// this binary whose children's PutIfAbsent overwrites, and expect it to
+// report a key won twice.
+func TestRacingProcessesCatchesLostExclusivity(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLocalRacingProcesses$", "-test.v")
+	cmd.Env = append(os.Environ(), "STORAGETEST_BROKEN=1")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		t.Fatalf("racing check with a plain-Put PutIfAbsent: err = %v, want a failing test:\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "both won") {
+		t.Fatalf("racing check failed, but not on a key won twice:\n%s", out)
+	}
+}
 
 func TestLocalStorage(t *testing.T) {
 	storagetest.Run(t, func(t *testing.T) delta.Storage { return delta.NewLocalStorage(t.TempDir()) })
