@@ -29,10 +29,11 @@ type AlterOptions struct {
 	// convert is reported) but writes and commits nothing.
 	DryRun bool
 	Now    func() time.Time
-	// Fault, when set, is called at "files-written" (every new data file is
-	// stored) and "before-commit"; an error aborts AlterColumn there without
-	// any clean-up, as a crash would. For crash-safety and conflict tests.
-	Fault func(point string) error
+	// fault, a test seam set only by this package's tests, is called at
+	// "files-written" (every new data file is stored) and "before-commit";
+	// an error aborts AlterColumn there without any clean-up, as a crash
+	// would (crash-safety and conflict tests).
+	fault func(point string) error
 }
 
 // AlterResult reports what AlterColumn did (or would do).
@@ -191,14 +192,14 @@ type alterRun struct {
 	opts    AlterOptions
 	res     *AlterResult
 	written []string // storage keys of the data files this attempt stored
-	crashed bool     // a Fault aborted: leave everything as a crash would
+	crashed bool     // a fault aborted: leave everything as a crash would
 }
 
 func (a *alterRun) fault(point string) error {
-	if a.opts.Fault == nil {
+	if a.opts.fault == nil {
 		return nil
 	}
-	if err := a.opts.Fault(point); err != nil {
+	if err := a.opts.fault(point); err != nil {
 		a.crashed = true
 		return err
 	}

@@ -39,7 +39,7 @@ func (t *Table) create(ctx context.Context, first *normalize.Change) error {
 	if src == nil {
 		src = &normalize.Schema{}
 	}
-	sc, err := TableSchema(src, first.KeyNames, keyTypes)
+	sc, err := tableSchema(src, first.KeyNames, keyTypes)
 	if err != nil {
 		return fmt.Errorf("create table %s: %w", t.dir, err)
 	}
@@ -183,7 +183,7 @@ func (t *Table) evolve(changes []*normalize.Change) (*schemaChange, error) {
 				if names[col.Name] || t.droppedBefore(col.Name, c) {
 					continue
 				}
-				dt, err := DeltaType(col.Type)
+				dt, err := deltaType(col.Type)
 				if err != nil {
 					continue // mapping() reports it
 				}
@@ -193,7 +193,7 @@ func (t *Table) evolve(changes []*normalize.Change) (*schemaChange, error) {
 				continue
 			}
 			have := cur.Fields[j].Type
-			haveN, err := NormalizeType(have)
+			haveN, err := normalizeType(have)
 			if err != nil || normalize.TypeEqual(haveN, col.Type) {
 				continue
 			}
@@ -204,7 +204,7 @@ func (t *Table) evolve(changes []*normalize.Change) (*schemaChange, error) {
 			if slices.Contains(st.keyCols, col.Name) && !keyWidening(haveN, w) {
 				continue
 			}
-			wt, err := DeltaType(w)
+			wt, err := deltaType(w)
 			if err != nil || t.opts.Widening == WidenOff {
 				continue
 			}

@@ -45,8 +45,8 @@ func IsMetaColumn(name string) bool {
 	return len(name) > 5 && name[:5] == "_cdc_"
 }
 
-// DeltaType maps a normalized type to its Delta type.
-func DeltaType(t normalize.Type) (schema.DataType, error) {
+// deltaType maps a normalized type to its Delta type.
+func deltaType(t normalize.Type) (schema.DataType, error) {
 	switch t.Kind {
 	case normalize.Boolean:
 		return schema.Boolean, nil
@@ -82,7 +82,7 @@ func DeltaType(t normalize.Type) (schema.DataType, error) {
 		if t.Elem == nil {
 			return nil, fmt.Errorf("array without element type")
 		}
-		e, err := DeltaType(*t.Elem)
+		e, err := deltaType(*t.Elem)
 		if err != nil {
 			return nil, err
 		}
@@ -91,11 +91,11 @@ func DeltaType(t normalize.Type) (schema.DataType, error) {
 		if t.Key == nil || t.Val == nil {
 			return nil, fmt.Errorf("map without key/value type")
 		}
-		k, err := DeltaType(*t.Key)
+		k, err := deltaType(*t.Key)
 		if err != nil {
 			return nil, err
 		}
-		vt, err := DeltaType(*t.Val)
+		vt, err := deltaType(*t.Val)
 		if err != nil {
 			return nil, err
 		}
@@ -103,7 +103,7 @@ func DeltaType(t normalize.Type) (schema.DataType, error) {
 	case normalize.Struct:
 		st := &schema.StructType{}
 		for _, f := range t.Fields {
-			ft, err := DeltaType(f.Type)
+			ft, err := deltaType(f.Type)
 			if err != nil {
 				return nil, fmt.Errorf("field %s: %w", f.Name, err)
 			}
@@ -114,10 +114,10 @@ func DeltaType(t normalize.Type) (schema.DataType, error) {
 	return nil, fmt.Errorf("unsupported type kind %d", t.Kind)
 }
 
-// TableSchema is the Delta schema of a table for changes with source schema s
+// tableSchema is the Delta schema of a table for changes with source schema s
 // and key columns keyNames: business columns (nullable except keys) followed
 // by the metadata columns.
-func TableSchema(s *normalize.Schema, keyNames []string, keyTypes []normalize.Type) (*schema.StructType, error) {
+func tableSchema(s *normalize.Schema, keyNames []string, keyTypes []normalize.Type) (*schema.StructType, error) {
 	st := &schema.StructType{}
 	seen := map[string]bool{}
 	for _, c := range s.Columns {
@@ -127,7 +127,7 @@ func TableSchema(s *normalize.Schema, keyNames []string, keyTypes []normalize.Ty
 		if c.NullOnly {
 			continue // no type known yet: added by evolution once one is seen
 		}
-		dt, err := DeltaType(c.Type)
+		dt, err := deltaType(c.Type)
 		if err != nil {
 			return nil, fmt.Errorf("column %s: %w", c.Name, err)
 		}
@@ -142,7 +142,7 @@ func TableSchema(s *normalize.Schema, keyNames []string, keyTypes []normalize.Ty
 		if i >= len(keyTypes) {
 			return nil, fmt.Errorf("key column %s has no type", k)
 		}
-		dt, err := DeltaType(keyTypes[i])
+		dt, err := deltaType(keyTypes[i])
 		if err != nil {
 			return nil, fmt.Errorf("key column %s: %w", k, err)
 		}
@@ -319,8 +319,8 @@ func numToDecimal(n decimal128.Num, scale int32) decimal.Decimal {
 	return decimal.NewFromBigInt(n.BigInt(), -scale)
 }
 
-// NormalizeType is the inverse of DeltaType.
-func NormalizeType(dt schema.DataType) (normalize.Type, error) {
+// normalizeType is the inverse of deltaType.
+func normalizeType(dt schema.DataType) (normalize.Type, error) {
 	switch x := dt.(type) {
 	case schema.PrimitiveType:
 		k, ok := map[schema.PrimitiveType]normalize.Kind{schema.Boolean: normalize.Boolean, schema.Byte: normalize.Byte,
@@ -335,19 +335,19 @@ func NormalizeType(dt schema.DataType) (normalize.Type, error) {
 	case *schema.DecimalType:
 		return normalize.Type{Kind: normalize.Decimal, Precision: x.Precision, Scale: x.Scale}, nil
 	case *schema.ArrayType:
-		e, err := NormalizeType(x.ElementType)
+		e, err := normalizeType(x.ElementType)
 		return normalize.Type{Kind: normalize.Array, Elem: &e}, err
 	case *schema.MapType:
-		k, err := NormalizeType(x.KeyType)
+		k, err := normalizeType(x.KeyType)
 		if err != nil {
 			return normalize.Type{}, err
 		}
-		v, err := NormalizeType(x.ValueType)
+		v, err := normalizeType(x.ValueType)
 		return normalize.Type{Kind: normalize.Map, Key: &k, Val: &v}, err
 	case *schema.StructType:
 		t := normalize.Type{Kind: normalize.Struct}
 		for _, f := range x.Fields {
-			ft, err := NormalizeType(f.Type)
+			ft, err := normalizeType(f.Type)
 			if err != nil {
 				return t, err
 			}

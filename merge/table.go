@@ -66,10 +66,11 @@ type Options struct {
 	// ColumnMapping of tables this sink creates: ColumnMappingNone (default)
 	// or ColumnMappingName. Existing tables keep theirs.
 	ColumnMapping string
-	// Fault, when set, is called at each step of a commit ("data-written",
-	// "dv-written", "before-commit", "after-commit"); an error aborts Apply
-	// there, as a crash would. For crash-safety tests.
-	Fault func(point string) error
+	// Fault is a test seam, nil in production: when set it is called at
+	// each FaultPoint of a commit, and an error aborts Apply there without
+	// any clean-up, as a crash would (crash-safety and fencing tests, also
+	// from cmd/cdc-sink, which is why it is not in an export_test.go).
+	Fault func(FaultPoint) error
 	// Storage, when set, holds the table (rooted at it) instead of the
 	// storage Open derives from the location (tests: delta.MemStorage,
 	// storagetest.Faulty).
@@ -384,7 +385,7 @@ func (t *Table) mapping(s *normalize.Schema) *colMap {
 			break
 		}
 		have := t.st.schema.Fields[j].Type
-		haveN, err := NormalizeType(have)
+		haveN, err := normalizeType(have)
 		if err != nil {
 			m.err = quarantine.Errorf(quarantine.SchemaMismatch, "column %s: table type %s: %v", c.Name, have.TypeName(), err)
 			break
@@ -555,12 +556,12 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 		usable = append(usable, c)
 		usableIdx = append(usableIdx, i)
 	}
-	folded := Fold(usable, func(k string) Stored {
+	folded := foldBatch(usable, func(k string) storedKey {
 		l, ok := t.st.index.Get(k)
 		if !ok {
-			return Stored{}
+			return storedKey{}
 		}
-		return Stored{Exists: true, Deleted: l.deleted, Version: l.ver}
+		return storedKey{Exists: true, Deleted: l.deleted, Version: l.ver}
 	})
 	for _, ci := range folded.Conflicts {
 		c := usable[ci]
@@ -621,7 +622,7 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 		plan.removes = append(pre.removes, plan.removes...)
 		dropRewrittenDVSwaps(plan, sc.rewritten, t.st)
 	}
-	if err := t.fault("dv-written"); err != nil {
+	if err := t.fault(FaultDVWritten); err != nil {
 		return nil, err
 	}
 	res.WriteMs = time.Since(writeStart).Milliseconds()
@@ -674,7 +675,7 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 			params["droppedColumns"] = sc.dropped
 		}
 	}
-	if err := t.fault("before-commit"); err != nil {
+	if err := t.fault(FaultBeforeCommit); err != nil {
 		return nil, err
 	}
 	if b.From != nil {
@@ -709,7 +710,7 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 		schemaCommitted = true
 		t.opts.Logger.Info("schema evolved", "table", t.dir, "version", v, "added", sc.added, "widened", sc.widened, "dropped", sc.dropped)
 	}
-	if err := t.fault("after-commit"); err != nil {
+	if err := t.fault(FaultAfterCommit); err != nil {
 		return nil, err
 	}
 	res.BytesWritten += logBytes
@@ -761,7 +762,19 @@ func mergeTracker(stored []versioning.PartitionState, b *Batch) []versioning.Par
 	return out
 }
 
-func (t *Table) fault(point string) error {
+// FaultPoint names a step of Apply's commit where Options.Fault is called.
+type FaultPoint string
+
+// The steps, in order. A batch that needs no deletion vector skips
+// FaultDVWritten.
+const (
+	FaultDataWritten  FaultPoint = "data-written"  // new data files stored
+	FaultDVWritten    FaultPoint = "dv-written"    // deletion vectors stored
+	FaultBeforeCommit FaultPoint = "before-commit" // about to write the log entry
+	FaultAfterCommit  FaultPoint = "after-commit"  // log entry written, state not yet updated
+)
+
+func (t *Table) fault(point FaultPoint) error {
 	if t.opts.Fault == nil {
 		return nil
 	}
@@ -894,7 +907,7 @@ func (t *Table) ColumnTypes() map[string]normalize.Type {
 		return out
 	}
 	for _, f := range t.st.schema.Fields {
-		if nt, err := NormalizeType(f.Type); err == nil {
+		if nt, err := normalizeType(f.Type); err == nil {
 			out[f.Name] = nt
 		}
 	}
