@@ -15,6 +15,7 @@ import (
 	"github.com/cdcsink/cdc-sink/delta"
 	"github.com/cdcsink/cdc-sink/delta/parquetio"
 	"github.com/cdcsink/cdc-sink/delta/schema"
+	"github.com/cdcsink/cdc-sink/layout"
 	"github.com/cdcsink/cdc-sink/tablerows"
 )
 
@@ -138,7 +139,7 @@ func planAlter(t *tablerows.Table, column string, to schema.DataType) (*alterPla
 	if f == nil {
 		return nil, fmt.Errorf("column %q is not in the table (columns: %s)", column, strings.Join(t.Columns(), ", "))
 	}
-	if tablerows.IsMeta(f.Name) {
+	if layout.IsMetaColumn(f.Name) {
 		return nil, fmt.Errorf("column %s is a cdc-sink metadata column: its type is fixed by the table layout", f.Name)
 	}
 	keys := t.KeyColumns()
@@ -146,7 +147,7 @@ func planAlter(t *tablerows.Table, column string, to schema.DataType) (*alterPla
 		if strings.EqualFold(k, f.Name) {
 			return nil, fmt.Errorf("column %s is a key column (%s=%s): its type is part of every key's identity, so changing it "+
 				"would split keys the source sees as equal; rebuild the table instead (docs/runbook.md, \"Rebuild and swap\")",
-				f.Name, tablerows.ConfKeyColumns, strings.Join(keys, ","))
+				f.Name, layout.ConfKeyColumns, strings.Join(keys, ","))
 		}
 	}
 	for _, pc := range t.Snap.PartitionColumns() {

@@ -20,16 +20,10 @@ import (
 
 	"github.com/cdcsink/cdc-sink/delta"
 	"github.com/cdcsink/cdc-sink/delta/schema"
+	"github.com/cdcsink/cdc-sink/layout"
 	"github.com/cdcsink/cdc-sink/normalize"
 	"github.com/cdcsink/cdc-sink/quarantine"
 	"github.com/cdcsink/cdc-sink/versioning"
-)
-
-// Table configuration keys cdc-sink stores in the Delta metaData.configuration.
-const (
-	ConfKeyColumns = "cdcsink.keyColumns" // comma-separated key column names
-	ConfSink       = "cdcsink.sink"       // the sink name that owns the table
-	ConfSourceID   = "cdcsink.source"     // server.db.schema.table of the source
 )
 
 // TruncateMode says what a source truncate (op=t) does.
@@ -250,11 +244,7 @@ func (t *Table) LiveRows() (live, deleted int) {
 	return live, deleted
 }
 
-func offsetAppID(sink string, tp TP) string {
-	return fmt.Sprintf("%s/%s/%d", sink, tp.Topic, tp.Partition)
-}
-
-func trackerDomain(sink string) string { return "cdcsink.tracker." + sink }
+func offsetAppID(sink string, tp TP) string { return layout.OffsetAppID(sink, tp.Topic, tp.Partition) }
 
 // reload reads the latest snapshot and rebuilds the in-memory state.
 func (t *Table) reload(ctx context.Context) error {
@@ -284,12 +274,12 @@ func (t *Table) reload(ctx context.Context) error {
 
 func (t *Table) loadState(ctx context.Context, snap *snapshotView) (*state, error) {
 	meta := snap.meta
-	if owner := meta.Configuration[ConfSink]; owner != "" && owner != t.opts.Sink && !t.opts.AllowForeignSink {
+	if owner := meta.Configuration[layout.ConfSink]; owner != "" && owner != t.opts.Sink && !t.opts.AllowForeignSink {
 		return nil, fmt.Errorf("%w: table %s belongs to sink %q, this is %q", ErrForeignSink, t.dir, owner, t.opts.Sink)
 	}
-	keyConf := meta.Configuration[ConfKeyColumns]
+	keyConf := meta.Configuration[layout.ConfKeyColumns]
 	if keyConf == "" {
-		return nil, fmt.Errorf("table %s has no %s property: not a cdc-sink table", t.dir, ConfKeyColumns)
+		return nil, fmt.Errorf("table %s has no %s property: not a cdc-sink table", t.dir, layout.ConfKeyColumns)
 	}
 	st := &state{
 		version: snap.version,
@@ -321,7 +311,7 @@ func (t *Table) loadState(ctx context.Context, snap *snapshotView) (*state, erro
 			st.offsets[TP{rest[:i], p}] = v
 		}
 	}
-	if cfg, ok := snap.domains[trackerDomain(t.opts.Sink)]; ok && cfg != "" {
+	if cfg, ok := snap.domains[layout.TrackerDomain(t.opts.Sink)]; ok && cfg != "" {
 		if err := json.Unmarshal([]byte(cfg), &st.tracker); err != nil {
 			return nil, fmt.Errorf("table %s: versioning state: %w", t.dir, err)
 		}
@@ -656,7 +646,7 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 		}
 		plan.txns = append(plan.txns, delta.Txn{AppID: offsetAppID(t.opts.Sink, tp), Version: o, LastUpdated: ptr(now.UnixMilli())})
 	}
-	plan.domains = append(plan.domains, delta.DomainMetadata{Domain: trackerDomain(t.opts.Sink), Configuration: string(trackerJSON)})
+	plan.domains = append(plan.domains, delta.DomainMetadata{Domain: layout.TrackerDomain(t.opts.Sink), Configuration: string(trackerJSON)})
 	plan.expect = expect
 	params := map[string]any{
 		"batchId": batchID, "sink": t.opts.Sink, "instance": t.opts.Instance,

@@ -11,6 +11,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/cdcsink/cdc-sink/delta"
+	"github.com/cdcsink/cdc-sink/layout"
 	"github.com/cdcsink/cdc-sink/normalize"
 	"github.com/cdcsink/cdc-sink/versioning"
 )
@@ -307,7 +308,7 @@ func (t *Table) storedSchema() *normalize.Schema {
 	s := &normalize.Schema{Fingerprint: ^uint64(0)}
 	m := &colMap{}
 	for i, f := range st.schema.Fields {
-		if IsMetaColumn(f.Name) {
+		if layout.IsMetaColumn(f.Name) {
 			continue
 		}
 		s.Columns = append(s.Columns, normalize.ColumnDef{Name: f.Name, Nullable: true})

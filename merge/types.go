@@ -9,40 +9,23 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/cdcsink/cdc-sink/delta/schema"
+	"github.com/cdcsink/cdc-sink/layout"
 	"github.com/cdcsink/cdc-sink/normalize"
-)
-
-// Metadata columns. Every cdc-sink column starts with _cdc_ (README "Table layout").
-const (
-	ColDeleted   = "_cdc_deleted"        // boolean, true for tombstones
-	ColVersion   = "_cdc_source_version" // string, versioning.Version.String(): sorts like the version
-	ColOp        = "_cdc_op"             // string: c u d r t
-	ColSourceTs  = "_cdc_source_ts"      // timestamp: source commit time
-	ColBatchID   = "_cdc_batch_id"       // long: the batch that wrote the row
-	ColIngestTs  = "_cdc_ingest_ts"      // timestamp: when cdc-sink committed it
-	ColTopic     = "_cdc_topic"          // string: Kafka lineage
-	ColPartition = "_cdc_partition"      // integer
-	ColOffset    = "_cdc_offset"         // long
 )
 
 // metaFields is the fixed tail of every cdc-sink table schema.
 func metaFields() []*schema.StructField {
 	return []*schema.StructField{
-		schema.NewField(ColDeleted, schema.Boolean, false),
-		schema.NewField(ColVersion, schema.String, false),
-		schema.NewField(ColOp, schema.String, false),
-		schema.NewField(ColSourceTs, schema.Timestamp, true),
-		schema.NewField(ColBatchID, schema.Long, false),
-		schema.NewField(ColIngestTs, schema.Timestamp, false),
-		schema.NewField(ColTopic, schema.String, true),
-		schema.NewField(ColPartition, schema.Integer, true),
-		schema.NewField(ColOffset, schema.Long, true),
+		schema.NewField(layout.ColDeleted, schema.Boolean, false),
+		schema.NewField(layout.ColVersion, schema.String, false),
+		schema.NewField(layout.ColOp, schema.String, false),
+		schema.NewField(layout.ColSourceTs, schema.Timestamp, true),
+		schema.NewField(layout.ColBatchID, schema.Long, false),
+		schema.NewField(layout.ColIngestTs, schema.Timestamp, false),
+		schema.NewField(layout.ColTopic, schema.String, true),
+		schema.NewField(layout.ColPartition, schema.Integer, true),
+		schema.NewField(layout.ColOffset, schema.Long, true),
 	}
-}
-
-// IsMetaColumn reports whether name is a cdc-sink metadata column.
-func IsMetaColumn(name string) bool {
-	return len(name) > 5 && name[:5] == "_cdc_"
 }
 
 // deltaType maps a normalized type to its Delta type.
@@ -121,7 +104,7 @@ func tableSchema(s *normalize.Schema, keyNames []string, keyTypes []normalize.Ty
 	st := &schema.StructType{}
 	seen := map[string]bool{}
 	for _, c := range s.Columns {
-		if IsMetaColumn(c.Name) {
+		if layout.IsMetaColumn(c.Name) {
 			return nil, fmt.Errorf("source column %q uses the reserved _cdc_ prefix", c.Name)
 		}
 		if c.NullOnly {
