@@ -172,6 +172,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
+	ops.logger = opts.Logger
 	t := &Table{dir: dir, opts: opts, ops: ops}
 	if err := t.reload(ctx); err != nil {
 		return nil, err
