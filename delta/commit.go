@@ -1,3 +1,5 @@
+// Creating tables and committing transactions with optimistic concurrency, conflict checks and fences.
+
 package delta
 
 import (

@@ -1,3 +1,5 @@
+// Tests of log replay, snapshots, checkpoints and commits.
+
 package delta
 
 import (

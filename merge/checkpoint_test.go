@@ -1,3 +1,5 @@
+// Tests that a failed checkpoint after a commit is logged and does not fail the batch.
+
 package merge
 
 import (

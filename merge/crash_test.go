@@ -1,3 +1,5 @@
+// Crash-safety tests: a crash at every commit step, then a restart, ends in the uncrashed table.
+
 package merge
 
 import (

@@ -1,3 +1,5 @@
+// Creating a table from its first change, and schema evolution (added, widened, dropped columns).
+
 package merge
 
 import (

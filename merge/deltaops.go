@@ -1,3 +1,5 @@
+// The narrow interface between merge and the delta packages: snapshots, data files, commits.
+
 package merge
 
 import (

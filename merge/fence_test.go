@@ -1,3 +1,5 @@
+// Tests of fencing: a batch whose partition another writer moved never commits.
+
 package merge
 
 import (

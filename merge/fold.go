@@ -1,3 +1,5 @@
+// Folding a batch: changes grouped per key, ordered by source version, to each key's final row.
+
 package merge
 
 import (

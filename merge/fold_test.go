@@ -1,3 +1,5 @@
+// Tests of folding: version order, duplicates, conflicts, truncates, primary-key changes, TOAST.
+
 package merge
 
 import (

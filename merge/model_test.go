@@ -1,3 +1,5 @@
+// Model-based tests: random per-key histories applied in random batches equal a reference model.
+
 package merge
 
 import (

@@ -1,3 +1,5 @@
+// Offsets of a table that has no commit yet (every record quarantined), kept in a side file.
+
 package merge
 
 import (

@@ -1,3 +1,5 @@
+// Reading stored rows back: the key index scan, stored values of given rows (TOAST fill, rewrites), Arrow to normalized values.
+
 package merge
 
 import (

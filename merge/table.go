@@ -1,3 +1,5 @@
+// Table: opening a cdc-sink table, its options, and Apply, the version-guarded MERGE of one batch.
+
 package merge
 
 import (

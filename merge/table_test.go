@@ -1,3 +1,5 @@
+// Tests of Apply: ordering, idempotency, concurrent writers, schema evolution, read back through delta-rs.
+
 package merge
 
 import (

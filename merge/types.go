@@ -1,3 +1,5 @@
+// The table schema of a source schema, and conversions between normalized values, Delta and Arrow types.
+
 package merge
 
 import (

@@ -1,3 +1,5 @@
+// Planning and writing one commit: the new data file and the deletion vectors hiding replaced rows.
+
 package merge
 
 import (
