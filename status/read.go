@@ -50,7 +50,7 @@ func Fetch(ctx context.Context, hc *http.Client, base string) (*Status, error) {
 // totals and charts need a running sink and stay empty.
 func FromTables(ctx context.Context, tables []*tablerows.Table) (*Status, error) {
 	s := &Status{Now: time.Now().UTC(), Tables: []Table{}, Partitions: []Partition{}, Series: []Point{},
-		Quarantine: Quarantine{ByReason: map[string]int64{}, Newest: []Entry{}}}
+		Quarantine: Quarantine{ByReason: map[string]int64{}, ByRule: map[string]int64{}, Newest: []Entry{}}}
 	sinks := map[string]bool{}
 	for _, t := range tables {
 		c, err := t.Count(ctx)
