@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cdcsink/cdc-sink/layout"
 	"github.com/cdcsink/cdc-sink/tablerows"
 )
 
@@ -51,7 +52,7 @@ func Diff(ctx context.Context, a, b *tablerows.Table, opts DiffOptions) (*DiffRe
 	case b.KeyColumns() != nil:
 		key = b.KeyColumns()
 	default:
-		return nil, requestErr("diff: neither table has a cdcsink.keyColumns property: give --key")
+		return nil, requestErr("diff: neither table has a " + layout.ConfKeyColumns + " property: give --key")
 	}
 	for _, k := range key {
 		if a.Type(k) == nil {
@@ -82,7 +83,7 @@ func Diff(ctx context.Context, a, b *tablerows.Table, opts DiffOptions) (*DiffRe
 		}
 	}
 	if a.HasDeletedColumn() && b.HasDeletedColumn() {
-		r.Columns = append(r.Columns, tablerows.DeletedColumn)
+		r.Columns = append(r.Columns, layout.ColDeleted)
 	}
 	cols := r.Columns
 	rowsA := map[string][]string{}

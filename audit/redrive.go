@@ -12,6 +12,7 @@ import (
 
 	"github.com/cdcsink/cdc-sink/delta"
 	"github.com/cdcsink/cdc-sink/envelope"
+	"github.com/cdcsink/cdc-sink/layout"
 	"github.com/cdcsink/cdc-sink/merge"
 	"github.com/cdcsink/cdc-sink/normalize"
 	"github.com/cdcsink/cdc-sink/pipeline"
@@ -103,8 +104,8 @@ func Redrive(ctx context.Context, entries []quarantine.Entry, cfg RedriveConfig)
 	// Owner and tracker state of an existing table.
 	var tracker []versioning.PartitionState
 	if t, err := tablerows.OpenWith(ctx, cfg.Table, cfg.Storage); err == nil {
-		rep.Owner, _ = t.Snap.Config(merge.ConfSink)
-		if st, ok := t.Snap.DomainMetadata("cdcsink.tracker." + rep.Owner); ok && rep.Owner != "" && st != "" {
+		rep.Owner, _ = t.Snap.Config(layout.ConfSink)
+		if st, ok := t.Snap.DomainMetadata(layout.TrackerDomain(rep.Owner)); ok && rep.Owner != "" && st != "" {
 			if err := json.Unmarshal([]byte(st), &tracker); err != nil {
 				return nil, fmt.Errorf("table %s: versioning state of sink %s: %w", cfg.Table, rep.Owner, err)
 			}

@@ -1,3 +1,5 @@
+// The Delta log actions (protocol, metaData, add, remove, txn, domainMetadata, commitInfo) and their JSON form.
+
 package delta
 
 import (

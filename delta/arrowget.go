@@ -1,3 +1,5 @@
+// Typed, allocation-light accessors over the Arrow columns of a checkpoint batch.
+
 package delta
 
 import (

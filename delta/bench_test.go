@@ -1,3 +1,5 @@
+// Benchmarks of loading snapshots from long logs and large checkpoints.
+
 package delta
 
 import (

@@ -1,3 +1,5 @@
+// Reading classic and V2 checkpoints (Parquet) into a snapshot's actions.
+
 package delta
 
 import (

@@ -1,3 +1,5 @@
+// Writing classic checkpoints in the schema Spark writes, and _last_checkpoint.
+
 package delta
 
 import (

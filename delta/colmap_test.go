@@ -1,3 +1,5 @@
+// Tests of column mapping (name mode): physical names, field ids, stats, schema changes.
+
 package delta
 
 import (

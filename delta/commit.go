@@ -1,3 +1,5 @@
+// Creating tables and committing transactions with optimistic concurrency, conflict checks and fences.
+
 package delta
 
 import (
@@ -106,8 +108,14 @@ type Transaction struct {
 	SkipCheckpoint bool
 	// Now overrides the clock (tests).
 	Now func() time.Time
-	// CheckpointErr is set by Commit when the automatic checkpoint failed
-	// (the commit itself succeeded).
+}
+
+// CommitResult is what a successful commit produced.
+type CommitResult struct {
+	Version int64 // the table version written
+	// CheckpointErr is why the automatic checkpoint after the commit failed
+	// (nil: none was due, or it was written). The commit itself stands:
+	// checkpoints are best effort, readers replay the log without them.
 	CheckpointErr error
 }
 
@@ -430,18 +438,28 @@ func (tx *Transaction) checkConflict(winner int64, acts []Action) error {
 // *ConflictError (errors.Is(err, ErrConflict)). After success it writes a
 // checkpoint when version % delta.checkpointInterval == 0; a checkpoint
 // failure does not fail the commit (readers fall back to older checkpoints
-// and replay); it is reported in tx.CheckpointErr.
+// and replay) and is dropped: callers that report it use CommitWithResult.
 func (tx *Transaction) Commit(ctx context.Context, op string, params map[string]any) (int64, error) {
+	res, err := tx.CommitWithResult(ctx, op, params)
+	if err != nil {
+		return -1, err
+	}
+	return res.Version, nil
+}
+
+// CommitWithResult is Commit, also reporting a failed checkpoint.
+func (tx *Transaction) CommitWithResult(ctx context.Context, op string, params map[string]any) (CommitResult, error) {
+	fail := CommitResult{Version: -1}
 	if err := tx.validate(); err != nil {
-		return -1, fmt.Errorf("commit %s: %w", op, err)
+		return fail, fmt.Errorf("commit %s: %w", op, err)
 	}
 	if err := tx.checkExpected(-1, nil); err != nil {
-		return -1, fmt.Errorf("commit %s: %w", op, err)
+		return fail, fmt.Errorf("commit %s: %w", op, err)
 	}
 	acts := tx.actions(op, params, tx.read.version)
 	data, err := MarshalCommit(acts)
 	if err != nil {
-		return -1, fmt.Errorf("commit %s: %w", op, err)
+		return fail, fmt.Errorf("commit %s: %w", op, err)
 	}
 	max := tx.MaxAttempts
 	if max <= 0 {
@@ -454,29 +472,30 @@ func (tx *Transaction) Commit(ctx context.Context, op string, params map[string]
 			break
 		}
 		if !errors.Is(err, fs.ErrExist) {
-			return -1, fmt.Errorf("commit %s v%d: %w", op, v, err)
+			return fail, fmt.Errorf("commit %s v%d: %w", op, v, err)
 		}
 		winner, rerr := tx.table.readCommit(ctx, v)
 		if rerr != nil {
-			return -1, fmt.Errorf("commit %s: conflict check: %w", op, rerr)
+			return fail, fmt.Errorf("commit %s: conflict check: %w", op, rerr)
 		}
 		// a fence first: it is not a conflict to re-plan, whatever else the winner did
 		if ferr := tx.checkExpected(v, winner); ferr != nil {
-			return -1, fmt.Errorf("commit %s: %w", op, ferr)
+			return fail, fmt.Errorf("commit %s: %w", op, ferr)
 		}
 		if cerr := tx.checkConflict(v, winner); cerr != nil {
 			var ce *ConflictError
 			if errors.As(cerr, &ce) {
 				ce.Attempts = attempt
 			}
-			return -1, fmt.Errorf("commit %s: %w", op, cerr)
+			return fail, fmt.Errorf("commit %s: %w", op, cerr)
 		}
 		if attempt >= max {
-			return -1, fmt.Errorf("commit %s: %w", op, &ConflictError{ReadVersion: tx.read.version, WinnerVersion: v, Attempts: attempt,
+			return fail, fmt.Errorf("commit %s: %w", op, &ConflictError{ReadVersion: tx.read.version, WinnerVersion: v, Attempts: attempt,
 				Reason: fmt.Sprintf("gave up after %d attempts against concurrent commits", attempt)})
 		}
 		v++
 	}
+	res := CommitResult{}
 	if !tx.SkipCheckpoint {
 		interval := tx.read.CheckpointInterval()
 		if tx.metadata != nil {
@@ -489,10 +508,11 @@ func (tx *Transaction) Commit(ctx context.Context, op string, params map[string]
 			if err == nil {
 				err = WriteCheckpoint(ctx, snap)
 			}
-			tx.CheckpointErr = err
+			res.CheckpointErr = err
 		}
 	}
-	return v, nil
+	res.Version = v
+	return res, nil
 }
 
 // replacesAllFiles reports whether the transaction removes every data file

@@ -1,3 +1,5 @@
+// Commit races between genuinely separate processes.
+
 package delta
 
 import (

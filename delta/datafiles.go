@@ -1,3 +1,5 @@
+// Writing Parquet data files with their statistics, and deletion vectors, as add actions.
+
 package delta
 
 import (

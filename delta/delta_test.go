@@ -1,3 +1,5 @@
+// Tests of log replay, snapshots, checkpoints and commits.
+
 package delta
 
 import (
@@ -5,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -633,5 +636,58 @@ func TestCorruptCheckpointFallback(t *testing.T) {
 	_, err := tb.Snapshot(ctx)
 	if !errors.Is(err, ErrCorruptLog) || !strings.Contains(err.Error(), "checkpoint v6") {
 		t.Fatalf("%v", err)
+	}
+}
+
+// failPut refuses Put of keys whose base name contains match: a store where
+// checkpoints (written with Put) cannot be stored but commits can.
+type failPut struct {
+	Storage
+	match string
+}
+
+func (f failPut) Put(ctx context.Context, key string, data []byte) error {
+	if strings.Contains(path.Base(key), f.match) {
+		return fmt.Errorf("put %s: refused by test", key)
+	}
+	return f.Storage.Put(ctx, key, data)
+}
+
+// A checkpoint failure does not fail the commit: CommitWithResult reports it
+// beside the version, only on the commits where one was due, and the table
+// reads back at every version without it.
+func TestCommitResultCheckpointErr(t *testing.T) {
+	ctx := context.Background()
+	store := failPut{Storage: NewMemStorage(), match: ".checkpoint."}
+	tb, err := Create(ctx, store, "", Metadata{SchemaString: testSchema, Configuration: map[string]string{"delta.checkpointInterval": "2"}}, Protocol{MinReaderVersion: 1, MinWriterVersion: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := int64(1); i <= 4; i++ {
+		res, err := snap(t, tb).Begin().Add(add(fmt.Sprintf("f%d.parquet", i))).CommitWithResult(ctx, "WRITE", nil)
+		if err != nil {
+			t.Fatalf("commit %d: %v", i, err)
+		}
+		if res.Version != i {
+			t.Fatalf("commit %d: version %d", i, res.Version)
+		}
+		if due := i%2 == 0; due != (res.CheckpointErr != nil) {
+			t.Fatalf("v%d: checkpoint due %v, CheckpointErr %v", i, due, res.CheckpointErr)
+		}
+	}
+	s := snap(t, tb)
+	if s.Version() != 4 || s.CheckpointVersion() >= 0 || len(s.Files()) != 4 {
+		t.Fatalf("v%d cp%d files %d", s.Version(), s.CheckpointVersion(), len(s.Files()))
+	}
+	// Commit keeps its (version, error) shape and drops the checkpoint error.
+	if v, err := snap(t, tb).Begin().Add(add("f5.parquet")).Commit(ctx, "WRITE", nil); err != nil || v != 5 {
+		t.Fatalf("Commit = %d, %v", v, err)
+	}
+	// A refused commit reports version -1 and writes nothing.
+	if res, err := snap(t, tb).Begin().Add(add("f6.parquet")).ExpectTxn("sink/t/0", 7).CommitWithResult(ctx, "WRITE", nil); !errors.Is(err, ErrFenced) || res.Version != -1 {
+		t.Fatalf("fenced commit: %+v, %v", res, err)
+	}
+	if v := snap(t, tb).Version(); v != 5 {
+		t.Fatalf("after the fenced commit: v%d", v)
 	}
 }

@@ -1,3 +1,5 @@
+// Comparisons with delta-rs, an independent reader, over the tables our writer produces.
+
 package delta
 
 import (

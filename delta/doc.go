@@ -34,6 +34,9 @@
 //	tx.Add(add).Remove(delta.RemoveFile(old, now)).SetAppTransaction("sink", batchID)
 //	v, err := tx.Commit(ctx, "MERGE", params)
 //
+// (CommitWithResult also reports whether the checkpoint due after the commit
+// failed: checkpoints are best effort and never fail a commit.)
+//
 // A commit is created with Storage.PutIfAbsent (link(2) on local disks), so
 // two processes can never both own a version. On losing a race the winner's
 // actions are checked for logical conflicts (removed the same file, changed

@@ -1,3 +1,5 @@
+// Typed errors callers decide on: unsupported features, commit conflicts, fences.
+
 package delta
 
 import (

@@ -1,3 +1,5 @@
+// The reader and writer table features we implement, and the refusal of the others.
+
 package delta
 
 import (

@@ -1,3 +1,5 @@
+// Tests of ExpectTxn fences: a commit conditional on a txn version.
+
 package delta
 
 import (

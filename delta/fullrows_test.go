@@ -1,3 +1,5 @@
+// Full-value row comparisons with delta-rs, nested types included.
+
 package delta
 
 import (

@@ -1,3 +1,5 @@
+// Fuzz targets for the log and checkpoint readers: bad input gives errors, never a panic.
+
 package delta
 
 import (

@@ -1,3 +1,5 @@
+// Parsing table locations (paths and URLs) and refusing unsupported ones before anything is written.
+
 package delta
 
 import (

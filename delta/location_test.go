@@ -1,3 +1,5 @@
+// Tests of table location parsing.
+
 package delta
 
 import (

@@ -1,3 +1,5 @@
+// Naming and listing _delta_log files: commits and checkpoints (classic, multi-part, V2).
+
 package delta
 
 import (

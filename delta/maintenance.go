@@ -1,3 +1,5 @@
+// Vacuum and log cleanup: deleting files no retained version needs.
+
 package delta
 
 import (

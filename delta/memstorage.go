@@ -1,3 +1,5 @@
+// An in-memory Storage honouring the whole contract, for tests.
+
 package delta
 
 import (

@@ -1,3 +1,5 @@
+// Round trips: tables our writer produces, as delta-rs reads them at every version.
+
 package delta
 
 import (

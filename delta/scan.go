@@ -1,3 +1,5 @@
+// Scanning a snapshot's live rows, with file pruning by statistics and partition values.
+
 package delta
 
 import (

@@ -1,3 +1,5 @@
+// Table and Snapshot: replaying the log (from the newest checkpoint) into a table version.
+
 package delta
 
 import (

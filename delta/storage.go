@@ -1,3 +1,5 @@
+// The Storage interface (object-store primitives) and its local-disk implementation.
+
 package delta
 
 import (

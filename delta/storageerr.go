@@ -1,3 +1,5 @@
+// Classification of storage errors into transient and permanent.
+
 package delta
 
 import (

@@ -1,3 +1,5 @@
+// Options of the Azure Blob Storage backend.
+
 package delta
 
 // AzureOptions configures the Azure Blob Storage / ADLS Gen2 (abfss://, az://) backend beyond the SDK's standard

@@ -1,3 +1,5 @@
+// Options of the Google Cloud Storage backend.
+
 package delta
 
 // GCSOptions configures the Google Cloud Storage (gs://) backend beyond the SDK's standard

@@ -1,3 +1,5 @@
+// Options of the S3 backend.
+
 package delta
 
 // S3Options configures the S3 (s3://, s3a://) backend beyond the AWS SDK's

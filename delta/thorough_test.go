@@ -1,3 +1,5 @@
+// The switch for slow exhaustive comparisons.
+
 package delta
 
 import "os"

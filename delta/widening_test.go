@@ -1,3 +1,5 @@
+// Tests of type widening: reading widened files exactly, and data skipping on them.
+
 package delta
 
 import (

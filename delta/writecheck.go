@@ -1,3 +1,5 @@
+// CheckWritable: whether commits to a table are supported, before any data file is written.
+
 package delta
 
 // CheckWritable reports whether commits to this snapshot's table are

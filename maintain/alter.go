@@ -15,6 +15,7 @@ import (
 	"github.com/cdcsink/cdc-sink/delta"
 	"github.com/cdcsink/cdc-sink/delta/parquetio"
 	"github.com/cdcsink/cdc-sink/delta/schema"
+	"github.com/cdcsink/cdc-sink/layout"
 	"github.com/cdcsink/cdc-sink/tablerows"
 )
 
@@ -29,10 +30,11 @@ type AlterOptions struct {
 	// convert is reported) but writes and commits nothing.
 	DryRun bool
 	Now    func() time.Time
-	// Fault, when set, is called at "files-written" (every new data file is
-	// stored) and "before-commit"; an error aborts AlterColumn there without
-	// any clean-up, as a crash would. For crash-safety and conflict tests.
-	Fault func(point string) error
+	// fault, a test seam set only by this package's tests, is called at
+	// "files-written" (every new data file is stored) and "before-commit";
+	// an error aborts AlterColumn there without any clean-up, as a crash
+	// would (crash-safety and conflict tests).
+	fault func(point string) error
 }
 
 // AlterResult reports what AlterColumn did (or would do).
@@ -137,7 +139,7 @@ func planAlter(t *tablerows.Table, column string, to schema.DataType) (*alterPla
 	if f == nil {
 		return nil, fmt.Errorf("column %q is not in the table (columns: %s)", column, strings.Join(t.Columns(), ", "))
 	}
-	if tablerows.IsMeta(f.Name) {
+	if layout.IsMetaColumn(f.Name) {
 		return nil, fmt.Errorf("column %s is a cdc-sink metadata column: its type is fixed by the table layout", f.Name)
 	}
 	keys := t.KeyColumns()
@@ -145,7 +147,7 @@ func planAlter(t *tablerows.Table, column string, to schema.DataType) (*alterPla
 		if strings.EqualFold(k, f.Name) {
 			return nil, fmt.Errorf("column %s is a key column (%s=%s): its type is part of every key's identity, so changing it "+
 				"would split keys the source sees as equal; rebuild the table instead (docs/runbook.md, \"Rebuild and swap\")",
-				f.Name, tablerows.ConfKeyColumns, strings.Join(keys, ","))
+				f.Name, layout.ConfKeyColumns, strings.Join(keys, ","))
 		}
 	}
 	for _, pc := range t.Snap.PartitionColumns() {
@@ -191,14 +193,14 @@ type alterRun struct {
 	opts    AlterOptions
 	res     *AlterResult
 	written []string // storage keys of the data files this attempt stored
-	crashed bool     // a Fault aborted: leave everything as a crash would
+	crashed bool     // a fault aborted: leave everything as a crash would
 }
 
 func (a *alterRun) fault(point string) error {
-	if a.opts.Fault == nil {
+	if a.opts.fault == nil {
 		return nil
 	}
-	if err := a.opts.Fault(point); err != nil {
+	if err := a.opts.fault(point); err != nil {
 		a.crashed = true
 		return err
 	}

@@ -386,7 +386,7 @@ func TestAlterColumnConcurrentWriter(t *testing.T) {
 	dir := buildPeople(t)
 	files := dataFiles(t, dir)
 	var ours []string
-	_, err := AlterColumn(ctx, dir, "age", "string", AlterOptions{Fault: func(point string) error {
+	_, err := AlterColumn(ctx, dir, "age", "string", AlterOptions{fault: func(point string) error {
 		if point == "before-commit" {
 			for _, f := range dataFiles(t, dir) {
 				if !contains(files, f) {
@@ -441,7 +441,7 @@ func TestAlterColumnCrashBeforeCommit(t *testing.T) {
 			dir := buildPeople(t)
 			before := allRows(t, dir)
 			crash := errors.New("crash")
-			_, err := AlterColumn(ctx, dir, "age", "string", AlterOptions{Fault: func(p string) error {
+			_, err := AlterColumn(ctx, dir, "age", "string", AlterOptions{fault: func(p string) error {
 				if p == point {
 					return crash
 				}

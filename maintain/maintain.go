@@ -28,13 +28,8 @@ import (
 
 	"github.com/cdcsink/cdc-sink/delta"
 	"github.com/cdcsink/cdc-sink/delta/parquetio"
+	"github.com/cdcsink/cdc-sink/layout"
 	"github.com/cdcsink/cdc-sink/tablerows"
-)
-
-// Column names of the cdc-sink layout used by PurgeTombstones.
-const (
-	ColDeleted  = "_cdc_deleted"
-	ColIngestTs = "_cdc_ingest_ts"
 )
 
 // OptimizeOptions configures Optimize.
@@ -261,8 +256,8 @@ func PurgeTombstones(ctx context.Context, dir string, opts PurgeOptions) (*Purge
 	if err := writable(t); err != nil {
 		return nil, err
 	}
-	if !t.HasDeletedColumn() || t.Type(ColIngestTs) == nil {
-		return nil, fmt.Errorf("%s has no %s/%s columns: not a cdc-sink table", dir, ColDeleted, ColIngestTs)
+	if !t.HasDeletedColumn() || t.Type(layout.ColIngestTs) == nil {
+		return nil, fmt.Errorf("%s has no %s/%s columns: not a cdc-sink table", dir, layout.ColDeleted, layout.ColIngestTs)
 	}
 	if p := t.Snap.Protocol(); !p.HasFeature("deletionVectors") {
 		return nil, errors.New("table does not enable deletion vectors")
@@ -276,7 +271,7 @@ func PurgeTombstones(ctx context.Context, dir string, opts PurgeOptions) (*Purge
 	for i := range files {
 		a := &files[i]
 		var hide []uint64
-		err := t.ScanFile(ctx, a, []string{ColDeleted, ColIngestTs}, true, func(rec arrow.RecordBatch) error {
+		err := t.ScanFile(ctx, a, []string{layout.ColDeleted, layout.ColIngestTs}, true, func(rec arrow.RecordBatch) error {
 			del := rec.Column(0).(*array.Boolean)
 			ts := rec.Column(1).(*array.Timestamp)
 			idx := rec.Column(2).(*array.Int64)
@@ -323,7 +318,7 @@ func PurgeTombstones(ctx context.Context, dir string, opts PurgeOptions) (*Purge
 		return res, nil
 	}
 	v, err := tx.Commit(ctx, "DELETE", map[string]any{
-		"predicate": fmt.Sprintf(`["(%s AND (%s < '%s'))"]`, ColDeleted, ColIngestTs, cutoff.UTC().Format(time.RFC3339)),
+		"predicate": fmt.Sprintf(`["(%s AND (%s < '%s'))"]`, layout.ColDeleted, layout.ColIngestTs, cutoff.UTC().Format(time.RFC3339)),
 	})
 	if err != nil {
 		return nil, err

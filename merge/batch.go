@@ -1,3 +1,5 @@
+// The input and output of Apply: a Batch, its partitions and offsets, and the rejected changes.
+
 package merge
 
 import (

@@ -1,3 +1,5 @@
+// Crash-safety tests: a crash at every commit step, then a restart, ends in the uncrashed table.
+
 package merge
 
 import (
@@ -26,10 +28,10 @@ func TestCrashAtEveryStep(t *testing.T) {
 		batches = append(batches, rest[:n])
 		rest = rest[n:]
 	}
-	run := func(dir string, crashBatch int, point string) {
+	run := func(dir string, crashBatch int, point FaultPoint) {
 		opts := Options{Sink: "crash"}
 		armed := true
-		opts.Fault = func(p string) error {
+		opts.Fault = func(p FaultPoint) error {
 			if armed && p == point {
 				armed = false
 				return errCrash
@@ -79,7 +81,7 @@ func TestCrashAtEveryStep(t *testing.T) {
 	run(ref, -1, "")
 	want := tableState(t, ref)
 	wantRS := deltacheck.ReadDeltaRS(t, ref, "")
-	for _, point := range []string{"data-written", "dv-written", "before-commit", "after-commit"} {
+	for _, point := range []FaultPoint{FaultDataWritten, FaultDVWritten, FaultBeforeCommit, FaultAfterCommit} {
 		for _, b := range []int{0, len(batches) / 2, len(batches) - 1} {
 			dir := t.TempDir()
 			run(dir, b, point)

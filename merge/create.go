@@ -1,3 +1,5 @@
+// Creating a table from its first change, and schema evolution (added, widened, dropped columns).
+
 package merge
 
 import (
@@ -14,6 +16,7 @@ import (
 
 	"github.com/cdcsink/cdc-sink/delta"
 	"github.com/cdcsink/cdc-sink/delta/schema"
+	"github.com/cdcsink/cdc-sink/layout"
 	"github.com/cdcsink/cdc-sink/normalize"
 	"github.com/cdcsink/cdc-sink/versioning"
 )
@@ -39,7 +42,7 @@ func (t *Table) create(ctx context.Context, first *normalize.Change) error {
 	if src == nil {
 		src = &normalize.Schema{}
 	}
-	sc, err := TableSchema(src, first.KeyNames, keyTypes)
+	sc, err := tableSchema(src, first.KeyNames, keyTypes)
 	if err != nil {
 		return fmt.Errorf("create table %s: %w", t.dir, err)
 	}
@@ -60,9 +63,9 @@ func (t *Table) create(ctx context.Context, first *normalize.Change) error {
 		Configuration: map[string]string{
 			"delta.enableDeletionVectors": "true",
 			"delta.checkpointInterval":    strconv.Itoa(t.opts.CheckpointInterval),
-			ConfKeyColumns:                strings.Join(first.KeyNames, ","),
-			ConfSink:                      t.opts.Sink,
-			ConfSourceID:                  strings.Trim(strings.Join([]string{id.Server, id.DB, id.Schema, id.Table}, "."), "."),
+			layout.ConfKeyColumns:         strings.Join(first.KeyNames, ","),
+			layout.ConfSink:               t.opts.Sink,
+			layout.ConfSourceID:           strings.Trim(strings.Join([]string{id.Server, id.DB, id.Schema, id.Table}, "."), "."),
 		},
 		CreatedTime: ptr(now.UnixMilli()),
 	}
@@ -175,7 +178,7 @@ func (t *Table) evolve(changes []*normalize.Change) (*schemaChange, error) {
 			continue
 		}
 		for _, col := range c.Schema.Columns {
-			if col.NullOnly || IsMetaColumn(col.Name) {
+			if col.NullOnly || layout.IsMetaColumn(col.Name) {
 				continue
 			}
 			j := fieldIndex(cur, col.Name)
@@ -183,7 +186,7 @@ func (t *Table) evolve(changes []*normalize.Change) (*schemaChange, error) {
 				if names[col.Name] || t.droppedBefore(col.Name, c) {
 					continue
 				}
-				dt, err := DeltaType(col.Type)
+				dt, err := deltaType(col.Type)
 				if err != nil {
 					continue // mapping() reports it
 				}
@@ -193,7 +196,7 @@ func (t *Table) evolve(changes []*normalize.Change) (*schemaChange, error) {
 				continue
 			}
 			have := cur.Fields[j].Type
-			haveN, err := NormalizeType(have)
+			haveN, err := normalizeType(have)
 			if err != nil || normalize.TypeEqual(haveN, col.Type) {
 				continue
 			}
@@ -204,7 +207,7 @@ func (t *Table) evolve(changes []*normalize.Change) (*schemaChange, error) {
 			if slices.Contains(st.keyCols, col.Name) && !keyWidening(haveN, w) {
 				continue
 			}
-			wt, err := DeltaType(w)
+			wt, err := deltaType(w)
 			if err != nil || t.opts.Widening == WidenOff {
 				continue
 			}
@@ -282,13 +285,13 @@ func (t *Table) evolve(changes []*normalize.Change) (*schemaChange, error) {
 	if len(droppedNow) > 0 || readded {
 		meta.Configuration = maps.Clone(meta.Configuration)
 		if len(dropped) == 0 {
-			delete(meta.Configuration, ConfDroppedColumns)
+			delete(meta.Configuration, layout.ConfDroppedColumns)
 		} else {
 			b, err := json.Marshal(dropped)
 			if err != nil {
 				return nil, err
 			}
-			meta.Configuration[ConfDroppedColumns] = string(b)
+			meta.Configuration[layout.ConfDroppedColumns] = string(b)
 		}
 		for name := range droppedNow {
 			sc.dropped = append(sc.dropped, name)
@@ -327,13 +330,6 @@ func (t *Table) revertSchema(sc *schemaChange) {
 	}
 }
 
-// ConfDroppedColumns records the columns dropped from the table because the
-// source dropped them (schema.on_drop_column=drop): a JSON object column →
-// source_version of the first change without it. Older changes that still
-// carry the column (redeliveries, a replay) have its values ignored; a newer
-// change carrying it adds the column again (new, empty).
-const ConfDroppedColumns = "cdcsink.droppedColumns"
-
 // DropMode says what happens to a table column the source dropped.
 type DropMode string
 
@@ -356,7 +352,7 @@ func ParseDropMode(s string) (DropMode, error) {
 // dropped returns the table's dropped-column record.
 func (st *state) dropped() map[string]versioning.Version {
 	out := map[string]versioning.Version{}
-	raw := st.meta.Configuration[ConfDroppedColumns]
+	raw := st.meta.Configuration[layout.ConfDroppedColumns]
 	if raw == "" {
 		return out
 	}
@@ -408,7 +404,7 @@ func (t *Table) droppedColumns(changes []*normalize.Change, cur *schema.StructTy
 	}
 	var now map[string]bool
 	for _, f := range cur.Fields {
-		if IsMetaColumn(f.Name) || slices.Contains(t.st.keyCols, f.Name) || newest.Schema.Index(f.Name) >= 0 {
+		if layout.IsMetaColumn(f.Name) || slices.Contains(t.st.keyCols, f.Name) || newest.Schema.Index(f.Name) >= 0 {
 			continue
 		}
 		if now == nil {

@@ -1,3 +1,5 @@
+// The narrow interface between merge and the delta packages: snapshots, data files, commits.
+
 package merge
 
 import (
@@ -5,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
@@ -21,9 +24,10 @@ import (
 // quarantine.IsTransient recognises), so the pipeline retries transient
 // ones and stops on the rest.
 type deltaOps struct {
-	dir   string // the table location, for messages
-	store delta.Storage
-	tbl   *delta.Table
+	dir    string // the table location, for messages
+	store  delta.Storage
+	tbl    *delta.Table
+	logger *slog.Logger
 }
 
 // snapshotView is the part of a Delta snapshot merge needs.
@@ -47,7 +51,7 @@ func newDeltaOps(ctx context.Context, location string, store delta.Storage, so d
 		}
 		store = st
 	}
-	return &deltaOps{dir: location, store: store, tbl: delta.OpenTable(store, "")}, nil
+	return &deltaOps{dir: location, store: store, tbl: delta.OpenTable(store, ""), logger: slog.New(slog.DiscardHandler)}, nil
 }
 
 // latest returns the newest snapshot, or nil when there is no table yet.
@@ -125,12 +129,17 @@ func (o *deltaOps) commit(ctx context.Context, readVersion int64, p *plan, op st
 	for _, d := range p.domains {
 		tx.SetDomainMetadata(d.Domain, d.Configuration)
 	}
-	v, err := tx.Commit(ctx, op, params)
+	res, err := tx.CommitWithResult(ctx, op, params)
 	if err != nil {
 		if errors.Is(err, delta.ErrConflict) || errors.Is(err, delta.ErrFenced) {
 			o.discard(ctx, p)
 		}
 		return -1, 0, err
+	}
+	v := res.Version
+	if res.CheckpointErr != nil {
+		// best effort, not retried: the next one is due checkpointInterval commits later
+		o.logger.Warn("checkpoint failed; the commit stands, readers replay the log", "table", o.dir, "version", v, "err", res.CheckpointErr)
 	}
 	var n int64
 	if fi, err := o.store.Stat(ctx, o.tbl.CommitKey(v)); err == nil {

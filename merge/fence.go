@@ -1,3 +1,5 @@
+// Fencing of zombie writers: a batch commits only if the table still holds the offsets it was read from.
+
 package merge
 
 import (

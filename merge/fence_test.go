@@ -1,3 +1,5 @@
+// Tests of fencing: a batch whose partition another writer moved never commits.
+
 package merge
 
 import (
@@ -34,7 +36,7 @@ func TestZombieFenced(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			ctx := context.Background()
 			store := delta.NewMemStorage()
-			open := func(inst string, fault func(string) error) *Table {
+			open := func(inst string, fault func(FaultPoint) error) *Table {
 				tb, err := Open(ctx, "mem", Options{Sink: "s", Instance: inst, Storage: store, Fault: fault})
 				if err != nil {
 					t.Fatal(err)
@@ -62,8 +64,8 @@ func TestZombieFenced(t *testing.T) {
 				}
 			}
 			armed := c.moveRace
-			zombie := open("zombie", func(point string) error {
-				if point == "before-commit" && armed {
+			zombie := open("zombie", func(point FaultPoint) error {
+				if point == FaultBeforeCommit && armed {
 					armed = false
 					move()
 				}

@@ -1,3 +1,5 @@
+// Folding a batch: changes grouped per key, ordered by source version, to each key's final row.
+
 package merge
 
 import (
@@ -13,25 +15,25 @@ import (
 	"github.com/cdcsink/cdc-sink/versioning"
 )
 
-// Stored is what the table already holds for one key (from the key index).
-type Stored struct {
+// storedKey is what the table already holds for one key (from the key index).
+type storedKey struct {
 	Exists  bool
 	Deleted bool
 	Version versioning.Version
 }
 
-// Outcome says what folding decided for one incoming change.
-type Outcome uint8
+// foldOutcome says what folding decided for one incoming change.
+type foldOutcome uint8
 
 const (
-	Applied   Outcome = iota + 1 // part of the key's final state (or superseded later in the batch)
-	Stale                        // version below the stored/current one
-	Duplicate                    // equal version, same content (or equal to the stored version)
-	Conflict                     // equal version, different content: quarantine version_conflict
+	outApplied   foldOutcome = iota + 1 // part of the key's final state (or superseded later in the batch)
+	outStale                            // version below the stored/current one
+	outDuplicate                        // equal version, same content (or equal to the stored version)
+	outConflict                         // equal version, different content: quarantine version_conflict
 )
 
-// Final is the state a key ends the batch in: the row to write.
-type Final struct {
+// finalState is the state a key ends the batch in: the row to write.
+type finalState struct {
 	Key     string // canonical key encoding
 	Change  *normalize.Change
 	Deleted bool
@@ -51,24 +53,24 @@ type Final struct {
 	Truncated bool
 }
 
-// Folded is the result of folding one batch for one table.
-type Folded struct {
-	Finals    []*Final
-	Outcomes  []Outcome // aligned with the input changes
+// foldResult is the result of folding one batch for one table.
+type foldResult struct {
+	Finals    []*finalState
+	Outcomes  []foldOutcome // aligned with the input changes
 	Truncate  *normalize.Change
 	Stale     int
 	Duplicate int
 	Conflicts []int // indexes into the input of changes in version_conflict
 }
 
-// Fold groups changes per key, orders each key's changes by source version,
+// foldBatch groups changes per key, orders each key's changes by source version,
 // and computes the key's final state, given what the table stores. It never
 // reorders by arrival: only the version decides (ties keep the first seen).
 //
 // Truncates apply to every stored and earlier-in-batch row with a lower
 // version; changes newer than the truncate survive it.
-func Fold(changes []*normalize.Change, stored func(key string) Stored) *Folded {
-	f := &Folded{Outcomes: make([]Outcome, len(changes))}
+func foldBatch(changes []*normalize.Change, stored func(key string) storedKey) *foldResult {
+	f := &foldResult{Outcomes: make([]foldOutcome, len(changes))}
 	type group struct {
 		key string
 		idx []int
@@ -81,7 +83,7 @@ func Fold(changes []*normalize.Change, stored func(key string) Stored) *Folded {
 			if f.Truncate == nil || f.Truncate.Version.Less(c.Version) {
 				f.Truncate = c
 			}
-			f.Outcomes[i] = Applied
+			f.Outcomes[i] = outApplied
 			continue
 		}
 		keyBuf = AppendKey(keyBuf[:0], c.Key)
@@ -123,28 +125,28 @@ func Fold(changes []*normalize.Change, stored func(key string) Stored) *Folded {
 		for _, i := range g.idx {
 			c := changes[i]
 			if f.Truncate != nil && c.Version.Less(f.Truncate.Version) {
-				f.Outcomes[i] = Stale
+				f.Outcomes[i] = outStale
 				f.Stale++
 				continue
 			}
 			if have || cur != nil {
 				switch cmp := c.Version.Compare(curVer); {
 				case cmp < 0:
-					f.Outcomes[i] = Stale
+					f.Outcomes[i] = outStale
 					f.Stale++
 					continue
 				case cmp == 0:
 					if cur == nil || curFromDB || sameContent(cur, c) {
-						f.Outcomes[i] = Duplicate
+						f.Outcomes[i] = outDuplicate
 						f.Duplicate++
 					} else {
-						f.Outcomes[i] = Conflict
+						f.Outcomes[i] = outConflict
 						f.Conflicts = append(f.Conflicts, i)
 					}
 					continue
 				}
 			}
-			f.Outcomes[i] = Applied
+			f.Outcomes[i] = outApplied
 			if c.Op == normalize.OpDelete {
 				if cur != nil && cur.Op != normalize.OpDelete && curRow != nil {
 					m := beforeDelete[g.key]
@@ -182,7 +184,7 @@ func Fold(changes []*normalize.Change, stored func(key string) Stored) *Folded {
 			}
 		}
 		if cur != nil {
-			fin := &Final{Key: g.key, Change: cur, Row: curRow, Deleted: cur.Op == normalize.OpDelete, Op: opLetter(cur)}
+			fin := &finalState{Key: g.key, Change: cur, Row: curRow, Deleted: cur.Op == normalize.OpDelete, Op: opLetter(cur)}
 			for _, v := range curRow {
 				if normalize.IsUnavailable(v) {
 					fin.NeedStored = true

@@ -1,3 +1,5 @@
+// Tests of folding: version order, duplicates, conflicts, truncates, primary-key changes, TOAST.
+
 package merge
 
 import (
@@ -35,15 +37,15 @@ func ch(id int64, op byte, status string, valor string, ver versioning.Version) 
 
 func keyOf(id int64) string { return string(AppendKey(nil, []any{id})) }
 
-func finalsByKey(f *Folded) map[string]*Final {
-	m := map[string]*Final{}
+func finalsByKey(f *foldResult) map[string]*finalState {
+	m := map[string]*finalState{}
 	for _, fin := range f.Finals {
 		m[fin.Key] = fin
 	}
 	return m
 }
 
-func noneStored(string) Stored { return Stored{} }
+func noneStored(string) storedKey { return storedKey{} }
 
 // The background article's lab (section 31): 101 ENVIADO, 103 CRIADO, 102 deleted,
 // and the redelivered old event of 101 is a duplicate of version 2, below version 3.
@@ -57,7 +59,7 @@ func TestFoldArticleLab(t *testing.T) {
 		ch(103, 'c', "CRIADO", "99.90", v(1)),
 		ch(101, 'u', "PAGO", "150.00", v(2)),
 	}
-	f := Fold(in, noneStored)
+	f := foldBatch(in, noneStored)
 	m := finalsByKey(f)
 	if len(m) != 3 {
 		t.Fatalf("finals = %d, want 3", len(m))
@@ -80,7 +82,7 @@ func TestFoldArticleLab(t *testing.T) {
 func TestFoldAgainstStored(t *testing.T) {
 	cases := []struct {
 		name      string
-		stored    Stored
+		stored    storedKey
 		in        []*normalize.Change
 		wantFinal bool
 		deleted   bool
@@ -90,13 +92,13 @@ func TestFoldAgainstStored(t *testing.T) {
 		conflicts int
 	}{
 		{name: "older update after stored delete is stale",
-			stored: Stored{Exists: true, Deleted: true, Version: v(10)},
+			stored: storedKey{Exists: true, Deleted: true, Version: v(10)},
 			in:     []*normalize.Change{ch(1, 'u', "OLD", "1.00", v(5))}, stale: 1},
 		{name: "newer insert after stored delete resurrects",
-			stored: Stored{Exists: true, Deleted: true, Version: v(10)},
+			stored: storedKey{Exists: true, Deleted: true, Version: v(10)},
 			in:     []*normalize.Change{ch(1, 'c', "NEW", "1.00", v(11))}, wantFinal: true, status: "NEW"},
 		{name: "equal to stored is duplicate",
-			stored: Stored{Exists: true, Version: v(10)},
+			stored: storedKey{Exists: true, Version: v(10)},
 			in:     []*normalize.Change{ch(1, 'u', "X", "1.00", v(10))}, dup: 1},
 		{name: "delete of unseen key writes tombstone",
 			in: []*normalize.Change{ch(1, 'd', "", "", v(3))}, wantFinal: true, deleted: true},
@@ -112,7 +114,7 @@ func TestFoldAgainstStored(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := Fold(tc.in, func(string) Stored { return tc.stored })
+			f := foldBatch(tc.in, func(string) storedKey { return tc.stored })
 			if (len(f.Finals) == 1) != tc.wantFinal {
 				t.Fatalf("finals=%d want final=%v", len(f.Finals), tc.wantFinal)
 			}
@@ -137,7 +139,7 @@ func TestFoldToastFilledFromEarlierInBatch(t *testing.T) {
 	a.Row[3] = "big toasted text"
 	b := ch(7, 'u', "B", "1.00", v(2))
 	b.Row[3] = normalize.Unavailable
-	f := Fold([]*normalize.Change{b, a}, noneStored)
+	f := foldBatch([]*normalize.Change{b, a}, noneStored)
 	fin := f.Finals[0]
 	if fin.Row[3] != "big toasted text" || fin.NeedStored {
 		t.Fatalf("row=%v needStored=%v", fin.Row, fin.NeedStored)
@@ -146,7 +148,7 @@ func TestFoldToastFilledFromEarlierInBatch(t *testing.T) {
 		t.Fatal("input change was modified")
 	}
 	// Without an earlier image the stored row must supply it.
-	f = Fold([]*normalize.Change{b}, func(string) Stored { return Stored{Exists: true, Version: v(1)} })
+	f = foldBatch([]*normalize.Change{b}, func(string) storedKey { return storedKey{Exists: true, Version: v(1)} })
 	if !f.Finals[0].NeedStored {
 		t.Fatal("NeedStored not set")
 	}
@@ -155,7 +157,7 @@ func TestFoldToastFilledFromEarlierInBatch(t *testing.T) {
 func TestFoldTruncate(t *testing.T) {
 	tr := &normalize.Change{Op: normalize.OpTruncate, SourceOp: 't', Version: v(50)}
 	in := []*normalize.Change{ch(1, 'u', "before", "1.00", v(40)), tr, ch(2, 'u', "after", "1.00", v(60))}
-	f := Fold(in, func(k string) Stored { return Stored{Exists: true, Version: v(30)} })
+	f := foldBatch(in, func(k string) storedKey { return storedKey{Exists: true, Version: v(30)} })
 	if f.Truncate != tr {
 		t.Fatal("truncate not recorded")
 	}
@@ -189,7 +191,7 @@ func TestAppendKeyInjective(t *testing.T) {
 func TestFoldTombstoneAfterDeleteIsDuplicate(t *testing.T) {
 	d := ch(9, 'd', "", "", v(5))
 	tomb := &normalize.Change{Op: normalize.OpDelete, Tombstone: true, KeyNames: []string{"pedido_id"}, Key: []any{int64(9)}, Version: v(5)}
-	f := Fold([]*normalize.Change{d, tomb}, noneStored)
+	f := foldBatch([]*normalize.Change{d, tomb}, noneStored)
 	if len(f.Conflicts) != 0 || f.Duplicate != 1 || !f.Finals[0].Deleted {
 		t.Fatalf("conflicts=%v dup=%d finals=%+v", f.Conflicts, f.Duplicate, f.Finals)
 	}

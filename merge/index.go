@@ -1,3 +1,5 @@
+// The in-memory key index: where each key's current row lives, with its version.
+
 package merge
 
 import (

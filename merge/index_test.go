@@ -1,3 +1,5 @@
+// Tests of the key index against a plain map.
+
 package merge
 
 import (

@@ -1,3 +1,5 @@
+// Model-based tests: random per-key histories applied in random batches equal a reference model.
+
 package merge
 
 import (
@@ -210,9 +212,9 @@ func TestModelFoldThousands(t *testing.T) {
 				cs = append(cs, e.change())
 			}
 			deliv = deliv[n:]
-			f := Fold(cs, func(k string) Stored {
+			f := foldBatch(cs, func(k string) storedKey {
 				r, ok := store[k]
-				return Stored{Exists: ok, Deleted: r.deleted, Version: r.ver}
+				return storedKey{Exists: ok, Deleted: r.deleted, Version: r.ver}
 			})
 			if len(f.Conflicts) > 0 {
 				t.Fatalf("case %d: conflicts %v", c, f.Conflicts)

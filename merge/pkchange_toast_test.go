@@ -1,3 +1,5 @@
+// Regression tests for primary-key changes of rows with unchanged TOASTed columns.
+
 package merge
 
 import (

@@ -1,3 +1,5 @@
+// Offsets of a table that has no commit yet (every record quarantined), kept in a side file.
+
 package merge
 
 import (
@@ -8,6 +10,8 @@ import (
 	"io/fs"
 	"strconv"
 	"strings"
+
+	"github.com/cdcsink/cdc-sink/layout"
 )
 
 // Progress of a table that does not exist yet. When every record of a
@@ -25,7 +29,7 @@ type pendingProgress struct {
 	tps     map[TP]int64     // Offsets parsed
 }
 
-func progressKey(sink string) string { return "_cdc_sink/progress." + sink + ".json" }
+func progressKey(sink string) string { return layout.ProgressFile(sink) }
 
 func tpString(tp TP) string { return tp.Topic + "/" + strconv.Itoa(int(tp.Partition)) }
 

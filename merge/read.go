@@ -1,3 +1,5 @@
+// Reading stored rows back: the key index scan, stored values of given rows (TOAST fill, rewrites), Arrow to normalized values.
+
 package merge
 
 import (
@@ -11,6 +13,7 @@ import (
 
 	"github.com/cdcsink/cdc-sink/delta/parquetio"
 	"github.com/cdcsink/cdc-sink/delta/schema"
+	"github.com/cdcsink/cdc-sink/layout"
 	"github.com/cdcsink/cdc-sink/normalize"
 	"github.com/cdcsink/cdc-sink/versioning"
 )
@@ -88,7 +91,7 @@ func (o *deltaOps) readColumnsAs(ctx context.Context, sc *schema.StructType, fs 
 // scanIndex rebuilds the key → (file, row, version) index from every live
 // row of every file.
 func (o *deltaOps) scanIndex(ctx context.Context, st *state) error {
-	names := append(append([]string(nil), st.keyCols...), ColVersion, ColDeleted)
+	names := append(append([]string(nil), st.keyCols...), layout.ColVersion, layout.ColDeleted)
 	nk := len(st.keyCols)
 	key := make([]any, nk)
 	var buf []byte
@@ -106,7 +109,7 @@ func (o *deltaOps) scanIndex(ctx context.Context, st *state) error {
 		del, ok2 := cols[nk+1].(*array.Boolean)
 		if !ok1 || !ok2 {
 			releaseAll(cols)
-			return fmt.Errorf("file %s: %s/%s have types %s/%s, not string/boolean", fs.add.Path, ColVersion, ColDeleted, cols[nk].DataType(), cols[nk+1].DataType())
+			return fmt.Errorf("file %s: %s/%s have types %s/%s, not string/boolean", fs.add.Path, layout.ColVersion, layout.ColDeleted, cols[nk].DataType(), cols[nk+1].DataType())
 		}
 		for r := 0; r < int(rows); r++ {
 			if fs.dv != nil && fs.dv.Contains(uint64(r)) {
@@ -114,7 +117,7 @@ func (o *deltaOps) scanIndex(ctx context.Context, st *state) error {
 			}
 			if vers.IsNull(r) || del.IsNull(r) {
 				releaseAll(cols)
-				return fmt.Errorf("file %s row %d: null %s or %s (file lacks the column, or not written by cdc-sink)", fs.add.Path, r, ColVersion, ColDeleted)
+				return fmt.Errorf("file %s row %d: null %s or %s (file lacks the column, or not written by cdc-sink)", fs.add.Path, r, layout.ColVersion, layout.ColDeleted)
 			}
 			for k := 0; k < nk; k++ {
 				key[k] = arrowValue(cols[k], r)

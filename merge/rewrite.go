@@ -1,3 +1,5 @@
+// Following a widened source column type: rewriting data files, or Delta type widening.
+
 package merge
 
 import (

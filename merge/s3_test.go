@@ -1,3 +1,5 @@
+// Tests against an in-process S3 server that loses replies (ambiguous commit outcomes).
+
 package merge
 
 import (

@@ -1,3 +1,5 @@
+// Tests of Apply over a storage that fails (transient and permanent faults at each step).
+
 package merge
 
 import (

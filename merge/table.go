@@ -1,3 +1,5 @@
+// Table: opening a cdc-sink table, its options, and Apply, the version-guarded MERGE of one batch.
+
 package merge
 
 import (
@@ -20,16 +22,10 @@ import (
 
 	"github.com/cdcsink/cdc-sink/delta"
 	"github.com/cdcsink/cdc-sink/delta/schema"
+	"github.com/cdcsink/cdc-sink/layout"
 	"github.com/cdcsink/cdc-sink/normalize"
 	"github.com/cdcsink/cdc-sink/quarantine"
 	"github.com/cdcsink/cdc-sink/versioning"
-)
-
-// Table configuration keys cdc-sink stores in the Delta metaData.configuration.
-const (
-	ConfKeyColumns = "cdcsink.keyColumns" // comma-separated key column names
-	ConfSink       = "cdcsink.sink"       // the sink name that owns the table
-	ConfSourceID   = "cdcsink.source"     // server.db.schema.table of the source
 )
 
 // TruncateMode says what a source truncate (op=t) does.
@@ -66,10 +62,11 @@ type Options struct {
 	// ColumnMapping of tables this sink creates: ColumnMappingNone (default)
 	// or ColumnMappingName. Existing tables keep theirs.
 	ColumnMapping string
-	// Fault, when set, is called at each step of a commit ("data-written",
-	// "dv-written", "before-commit", "after-commit"); an error aborts Apply
-	// there, as a crash would. For crash-safety tests.
-	Fault func(point string) error
+	// Fault is a test seam, nil in production: when set it is called at
+	// each FaultPoint of a commit, and an error aborts Apply there without
+	// any clean-up, as a crash would (crash-safety and fencing tests, also
+	// from cmd/cdc-sink, which is why it is not in an export_test.go).
+	Fault func(FaultPoint) error
 	// Storage, when set, holds the table (rooted at it) instead of the
 	// storage Open derives from the location (tests: delta.MemStorage,
 	// storagetest.Faulty).
@@ -177,6 +174,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
+	ops.logger = opts.Logger
 	t := &Table{dir: dir, opts: opts, ops: ops}
 	if err := t.reload(ctx); err != nil {
 		return nil, err
@@ -249,11 +247,7 @@ func (t *Table) LiveRows() (live, deleted int) {
 	return live, deleted
 }
 
-func offsetAppID(sink string, tp TP) string {
-	return fmt.Sprintf("%s/%s/%d", sink, tp.Topic, tp.Partition)
-}
-
-func trackerDomain(sink string) string { return "cdcsink.tracker." + sink }
+func offsetAppID(sink string, tp TP) string { return layout.OffsetAppID(sink, tp.Topic, tp.Partition) }
 
 // reload reads the latest snapshot and rebuilds the in-memory state.
 func (t *Table) reload(ctx context.Context) error {
@@ -283,12 +277,12 @@ func (t *Table) reload(ctx context.Context) error {
 
 func (t *Table) loadState(ctx context.Context, snap *snapshotView) (*state, error) {
 	meta := snap.meta
-	if owner := meta.Configuration[ConfSink]; owner != "" && owner != t.opts.Sink && !t.opts.AllowForeignSink {
+	if owner := meta.Configuration[layout.ConfSink]; owner != "" && owner != t.opts.Sink && !t.opts.AllowForeignSink {
 		return nil, fmt.Errorf("%w: table %s belongs to sink %q, this is %q", ErrForeignSink, t.dir, owner, t.opts.Sink)
 	}
-	keyConf := meta.Configuration[ConfKeyColumns]
+	keyConf := meta.Configuration[layout.ConfKeyColumns]
 	if keyConf == "" {
-		return nil, fmt.Errorf("table %s has no %s property: not a cdc-sink table", t.dir, ConfKeyColumns)
+		return nil, fmt.Errorf("table %s has no %s property: not a cdc-sink table", t.dir, layout.ConfKeyColumns)
 	}
 	st := &state{
 		version: snap.version,
@@ -320,7 +314,7 @@ func (t *Table) loadState(ctx context.Context, snap *snapshotView) (*state, erro
 			st.offsets[TP{rest[:i], p}] = v
 		}
 	}
-	if cfg, ok := snap.domains[trackerDomain(t.opts.Sink)]; ok && cfg != "" {
+	if cfg, ok := snap.domains[layout.TrackerDomain(t.opts.Sink)]; ok && cfg != "" {
 		if err := json.Unmarshal([]byte(cfg), &st.tracker); err != nil {
 			return nil, fmt.Errorf("table %s: versioning state: %w", t.dir, err)
 		}
@@ -384,7 +378,7 @@ func (t *Table) mapping(s *normalize.Schema) *colMap {
 			break
 		}
 		have := t.st.schema.Fields[j].Type
-		haveN, err := NormalizeType(have)
+		haveN, err := normalizeType(have)
 		if err != nil {
 			m.err = quarantine.Errorf(quarantine.SchemaMismatch, "column %s: table type %s: %v", c.Name, have.TypeName(), err)
 			break
@@ -555,12 +549,12 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 		usable = append(usable, c)
 		usableIdx = append(usableIdx, i)
 	}
-	folded := Fold(usable, func(k string) Stored {
+	folded := foldBatch(usable, func(k string) storedKey {
 		l, ok := t.st.index.Get(k)
 		if !ok {
-			return Stored{}
+			return storedKey{}
 		}
-		return Stored{Exists: true, Deleted: l.deleted, Version: l.ver}
+		return storedKey{Exists: true, Deleted: l.deleted, Version: l.ver}
 	})
 	for _, ci := range folded.Conflicts {
 		c := usable[ci]
@@ -621,7 +615,7 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 		plan.removes = append(pre.removes, plan.removes...)
 		dropRewrittenDVSwaps(plan, sc.rewritten, t.st)
 	}
-	if err := t.fault("dv-written"); err != nil {
+	if err := t.fault(FaultDVWritten); err != nil {
 		return nil, err
 	}
 	res.WriteMs = time.Since(writeStart).Milliseconds()
@@ -655,7 +649,7 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 		}
 		plan.txns = append(plan.txns, delta.Txn{AppID: offsetAppID(t.opts.Sink, tp), Version: o, LastUpdated: ptr(now.UnixMilli())})
 	}
-	plan.domains = append(plan.domains, delta.DomainMetadata{Domain: trackerDomain(t.opts.Sink), Configuration: string(trackerJSON)})
+	plan.domains = append(plan.domains, delta.DomainMetadata{Domain: layout.TrackerDomain(t.opts.Sink), Configuration: string(trackerJSON)})
 	plan.expect = expect
 	params := map[string]any{
 		"batchId": batchID, "sink": t.opts.Sink, "instance": t.opts.Instance,
@@ -674,7 +668,7 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 			params["droppedColumns"] = sc.dropped
 		}
 	}
-	if err := t.fault("before-commit"); err != nil {
+	if err := t.fault(FaultBeforeCommit); err != nil {
 		return nil, err
 	}
 	if b.From != nil {
@@ -709,7 +703,7 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 		schemaCommitted = true
 		t.opts.Logger.Info("schema evolved", "table", t.dir, "version", v, "added", sc.added, "widened", sc.widened, "dropped", sc.dropped)
 	}
-	if err := t.fault("after-commit"); err != nil {
+	if err := t.fault(FaultAfterCommit); err != nil {
 		return nil, err
 	}
 	res.BytesWritten += logBytes
@@ -761,7 +755,19 @@ func mergeTracker(stored []versioning.PartitionState, b *Batch) []versioning.Par
 	return out
 }
 
-func (t *Table) fault(point string) error {
+// FaultPoint names a step of Apply's commit where Options.Fault is called.
+type FaultPoint string
+
+// The steps, in order. A batch that needs no deletion vector skips
+// FaultDVWritten.
+const (
+	FaultDataWritten  FaultPoint = "data-written"  // new data files stored
+	FaultDVWritten    FaultPoint = "dv-written"    // deletion vectors stored
+	FaultBeforeCommit FaultPoint = "before-commit" // about to write the log entry
+	FaultAfterCommit  FaultPoint = "after-commit"  // log entry written, state not yet updated
+)
+
+func (t *Table) fault(point FaultPoint) error {
 	if t.opts.Fault == nil {
 		return nil
 	}
@@ -894,7 +900,7 @@ func (t *Table) ColumnTypes() map[string]normalize.Type {
 		return out
 	}
 	for _, f := range t.st.schema.Fields {
-		if nt, err := NormalizeType(f.Type); err == nil {
+		if nt, err := normalizeType(f.Type); err == nil {
 			out[f.Name] = nt
 		}
 	}

@@ -1,3 +1,5 @@
+// Tests of Apply: ordering, idempotency, concurrent writers, schema evolution, read back through delta-rs.
+
 package merge
 
 import (
@@ -354,8 +356,8 @@ func TestTableConflictReplannedAndCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	once := false
-	a, err := Open(ctx, dir, Options{Sink: "test", Fault: func(point string) error {
-		if point == "before-commit" && !once {
+	a, err := Open(ctx, dir, Options{Sink: "test", Fault: func(point FaultPoint) error {
+		if point == FaultBeforeCommit && !once {
 			once = true // the other writer commits between our plan and our commit
 			bt := batchOf("t", 2, ch(2, 'c', "B1", "1.00", v(11)))
 			bt.Offsets = map[TP]int64{{"t", 1}: 1}

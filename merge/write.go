@@ -1,3 +1,5 @@
+// Planning and writing one commit: the new data file and the deletion vectors hiding replaced rows.
+
 package merge
 
 import (
@@ -11,6 +13,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/cdcsink/cdc-sink/delta"
+	"github.com/cdcsink/cdc-sink/layout"
 	"github.com/cdcsink/cdc-sink/normalize"
 	"github.com/cdcsink/cdc-sink/versioning"
 )
@@ -44,7 +47,7 @@ type newFile struct {
 
 // write fills the stored values finals need, writes the new rows as one data
 // file and the deletion vectors hiding the rows they replace.
-func (t *Table) write(ctx context.Context, finals []*Final, batchID int64, res *Result) (*plan, error) {
+func (t *Table) write(ctx context.Context, finals []*finalState, batchID int64, res *Result) (*plan, error) {
 	st := t.st
 	p := &plan{}
 	if len(finals) == 0 {
@@ -91,7 +94,7 @@ func (t *Table) write(ctx context.Context, finals []*Final, batchID int64, res *
 		return nil, err // says "write data file …" already
 	}
 	res.BytesWritten += n
-	if err := t.fault("data-written"); err != nil {
+	if err := t.fault(FaultDataWritten); err != nil {
 		return nil, err
 	}
 	nf.add = add
@@ -123,7 +126,7 @@ func (t *Table) write(ctx context.Context, finals []*Final, batchID int64, res *
 }
 
 // tableRow lays one final state out in table column order.
-func (t *Table) tableRow(f *Final, batchID int64, now interface{ UnixMicro() int64 }) ([]any, error) {
+func (t *Table) tableRow(f *finalState, batchID int64, now interface{ UnixMicro() int64 }) ([]any, error) {
 	st := t.st
 	row := make([]any, len(st.schema.Fields))
 	c := f.Change
@@ -189,9 +192,9 @@ func buildRecord(sc *arrow.Schema, rows [][]any) (arrow.RecordBatch, error) {
 }
 
 // fillFromStored replaces Unavailable markers with the stored row's values.
-func (t *Table) fillFromStored(ctx context.Context, finals []*Final) error {
-	need := map[int32][]*Final{}
-	from := map[*Final]int64{} // row of the stored row that fills f, in its file
+func (t *Table) fillFromStored(ctx context.Context, finals []*finalState) error {
+	need := map[int32][]*finalState{}
+	from := map[*finalState]int64{} // row of the stored row that fills f, in its file
 	for _, f := range finals {
 		if !f.NeedStored {
 			continue
@@ -247,7 +250,7 @@ func (t *Table) fillFromStored(ctx context.Context, finals []*Final) error {
 
 // truncateFinals turns every live stored row older than the truncate into a
 // tombstone (unless the batch already decided that key).
-func (t *Table) truncateFinals(ctx context.Context, f *Folded) ([]*Final, error) {
+func (t *Table) truncateFinals(ctx context.Context, f *foldResult) ([]*finalState, error) {
 	tr := f.Truncate
 	st := t.st
 	decided := map[string]bool{}
@@ -263,7 +266,7 @@ func (t *Table) truncateFinals(ctx context.Context, f *Folded) ([]*Final, error)
 		byFile[l.file] = append(byFile[l.file], k)
 		rowOf[k] = l.row
 	}
-	var out []*Final
+	var out []*finalState
 	for file, keys := range byFile {
 		sort.Strings(keys)
 		rowIdx := make([]int64, len(keys))
@@ -289,7 +292,7 @@ func (t *Table) truncateFinals(ctx context.Context, f *Folded) ([]*Final, error)
 			for j := range row {
 				row[j] = stored[m.idx[j]]
 			}
-			out = append(out, &Final{Key: k, Change: ch, Deleted: true, Row: row, Op: 't', Truncated: true})
+			out = append(out, &finalState{Key: k, Change: ch, Deleted: true, Row: row, Op: 't', Truncated: true})
 		}
 	}
 	return out, nil
@@ -307,7 +310,7 @@ func (t *Table) storedSchema() *normalize.Schema {
 	s := &normalize.Schema{Fingerprint: ^uint64(0)}
 	m := &colMap{}
 	for i, f := range st.schema.Fields {
-		if IsMetaColumn(f.Name) {
+		if layout.IsMetaColumn(f.Name) {
 			continue
 		}
 		s.Columns = append(s.Columns, normalize.ColumnDef{Name: f.Name, Nullable: true})

@@ -9,11 +9,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cdcsink/cdc-sink/internal/redact"
+	"github.com/cdcsink/cdc-sink/layout"
 	"github.com/cdcsink/cdc-sink/tablerows"
 )
 
@@ -50,14 +50,14 @@ func Fetch(ctx context.Context, hc *http.Client, base string) (*Status, error) {
 // totals and charts need a running sink and stay empty.
 func FromTables(ctx context.Context, tables []*tablerows.Table) (*Status, error) {
 	s := &Status{Now: time.Now().UTC(), Tables: []Table{}, Partitions: []Partition{}, Series: []Point{},
-		Quarantine: Quarantine{ByReason: map[string]int64{}, Newest: []Entry{}}}
+		Quarantine: Quarantine{ByReason: map[string]int64{}, ByRule: map[string]int64{}, Newest: []Entry{}}}
 	sinks := map[string]bool{}
 	for _, t := range tables {
 		c, err := t.Count(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("table %s: count rows: %w", t.Dir, err)
 		}
-		sink, _ := t.Snap.Config(tablerows.ConfSink)
+		sink, _ := t.Snap.Config(layout.ConfSink)
 		tb := Table{Name: t.Dir, Version: t.Version(), BatchID: -1, Live: c.Live, Deleted: c.Deleted, LastCommit: t.Snap.Timestamp().UTC(), Sink: sink}
 		txns := t.Snap.Txns()
 		if sink != "" {
@@ -67,7 +67,7 @@ func FromTables(ctx context.Context, tables []*tablerows.Table) (*Status, error)
 			}
 			// Offsets are txns with appId <sink>/<topic>/<partition>.
 			for app, tx := range txns {
-				if topic, p, ok := parseOffsetAppID(sink, app); ok {
+				if topic, p, ok := layout.ParseOffsetAppID(sink, app); ok {
 					s.Partitions = append(s.Partitions, Partition{Topic: topic, Partition: p, Offset: tx.Version, Lag: -1, Table: t.Dir})
 				}
 			}
@@ -81,24 +81,4 @@ func FromTables(ctx context.Context, tables []*tablerows.Table) (*Status, error)
 	}
 	sortPartitions(s.Partitions)
 	return s, nil
-}
-
-// parseOffsetAppID splits a per-partition progress txn appId,
-// "<sink>/<topic>/<partition>" (merge writes them), for the given sink.
-// Other appIds (the sink's batch txn, other sinks') are not offsets.
-func parseOffsetAppID(sink, app string) (topic string, partition int32, ok bool) {
-	rest, ok := strings.CutPrefix(app, sink+"/")
-	i := strings.LastIndexByte(rest, '/')
-	if !ok || i <= 0 {
-		return "", 0, false
-	}
-	digits := rest[i+1:]
-	if digits == "" || (len(digits) > 1 && digits[0] == '0') || strings.IndexFunc(digits, func(r rune) bool { return r < '0' || r > '9' }) >= 0 {
-		return "", 0, false // only the canonical decimal merge writes
-	}
-	p, err := strconv.ParseInt(digits, 10, 32)
-	if err != nil {
-		return "", 0, false
-	}
-	return rest[:i], int32(p), true
 }

@@ -83,9 +83,11 @@ type Partition struct {
 	Table     string `json:"table,omitempty"`
 }
 
-// Quarantine is the count by reason since start and the newest entries.
+// Quarantine is the count by reason since start, the count of rule
+// violations (reason rule_violation) by rule, and the newest entries.
 type Quarantine struct {
 	ByReason map[string]int64 `json:"byReason"`
+	ByRule   map[string]int64 `json:"byRule"`
 	Newest   []Entry          `json:"newest"`
 }
 
@@ -94,6 +96,7 @@ type Quarantine struct {
 type Entry struct {
 	Time      time.Time `json:"time"`
 	Reason    string    `json:"reason"`
+	Rule      string    `json:"rule,omitempty"` // the rule, for reason rule_violation
 	Message   string    `json:"message"`
 	Topic     string    `json:"topic"`
 	Partition int32     `json:"partition"`
@@ -155,6 +158,7 @@ type Recorder struct {
 	tables  map[string]*Table
 	parts   map[partKey]*Partition
 	reasons map[string]int64
+	rules   map[string]int64
 	newest  []Entry
 	rnd     uint64
 }
@@ -176,7 +180,7 @@ func NewRecorder(sink string, opts Options) *Recorder {
 		opts.Now = time.Now
 	}
 	return &Recorder{opts: opts, sink: sink, started: opts.Now(), ring: make([]bucket, int(window/opts.Step)),
-		tables: map[string]*Table{}, parts: map[partKey]*Partition{}, reasons: map[string]int64{}, rnd: 0x9e3779b97f4a7c15}
+		tables: map[string]*Table{}, parts: map[partKey]*Partition{}, reasons: map[string]int64{}, rules: map[string]int64{}, rnd: 0x9e3779b97f4a7c15}
 }
 
 func (r *Recorder) bucketAt(t time.Time) *bucket {
@@ -309,7 +313,10 @@ func (r *Recorder) Quarantined(es []quarantine.Entry) {
 	for i := range es {
 		e := &es[i]
 		r.reasons[string(e.Reason)]++
-		out := Entry{Time: e.Time, Reason: string(e.Reason), Message: redact.String(e.Message)}
+		if e.Rule != "" {
+			r.rules[e.Rule]++
+		}
+		out := Entry{Time: e.Time, Reason: string(e.Reason), Rule: e.Rule, Message: redact.String(e.Message)}
 		if out.Time.IsZero() {
 			out.Time = r.opts.Now()
 		}
@@ -334,7 +341,7 @@ func (r *Recorder) Snapshot() *Status {
 	defer r.mu.Unlock()
 	s := &Status{Sink: r.sink, Now: now, Started: r.started, Health: r.health, Totals: r.totals,
 		Tables: []Table{}, Partitions: []Partition{}, Step: r.opts.Step.String(),
-		Quarantine: Quarantine{ByReason: map[string]int64{}, Newest: []Entry{}}, Series: []Point{}}
+		Quarantine: Quarantine{ByReason: map[string]int64{}, ByRule: map[string]int64{}, Newest: []Entry{}}, Series: []Point{}}
 	if r.last != nil {
 		lb := *r.last
 		s.LastBatch = &lb
@@ -349,6 +356,9 @@ func (r *Recorder) Snapshot() *Status {
 	sortPartitions(s.Partitions)
 	for k, v := range r.reasons {
 		s.Quarantine.ByReason[k] = v
+	}
+	for k, v := range r.rules {
+		s.Quarantine.ByRule[k] = v
 	}
 	for i := len(r.newest) - 1; i >= 0; i-- { // newest first
 		s.Quarantine.Newest = append(s.Quarantine.Newest, r.newest[i])

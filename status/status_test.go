@@ -79,6 +79,9 @@ func TestRecorderHealthAndQuarantine(t *testing.T) {
 		r.Failed(errors.New("again"))
 		rec := &source.Record{Topic: "a.b.c", Partition: 1, Offset: 9, Key: []byte("k"), Value: []byte("v")}
 		r.Quarantined([]quarantine.Entry{{Record: rec, Reason: quarantine.MalformedJSON, Message: "m1"},
+			{Record: rec, Reason: quarantine.RuleViolation, Rule: "positive_amount", Message: "r1"},
+			{Record: rec, Reason: quarantine.RuleViolation, Rule: "known_status", Message: "r2"},
+			{Record: rec, Reason: quarantine.RuleViolation, Rule: "positive_amount", Message: "r3"},
 			{Record: rec, Reason: quarantine.MalformedJSON, Message: "m2"}, {Record: rec, Reason: quarantine.MalformedAvro, Message: "m3"}})
 		r.SetOffset("t", "a.b.c", 1, 10)
 		r.SetLag("a.b.c", 1, 4)
@@ -86,9 +89,17 @@ func TestRecorderHealthAndQuarantine(t *testing.T) {
 		if !s.Health.Ready || s.Health.ConsecutiveFailures != 2 || s.Health.LastError != "again" {
 			t.Fatalf("health %+v", s.Health)
 		}
-		if s.Quarantine.ByReason["malformed_json"] != 2 || s.Quarantine.ByReason["malformed_avro"] != 1 ||
+		if s.Quarantine.ByReason["malformed_json"] != 2 || s.Quarantine.ByReason["malformed_avro"] != 1 || s.Quarantine.ByReason["rule_violation"] != 3 ||
 			len(s.Quarantine.Newest) != 2 || s.Quarantine.Newest[0].Message != "m3" || s.Quarantine.Newest[1].Message != "m2" {
 			t.Fatalf("quarantine %+v", s.Quarantine)
+		}
+		// only rule violations are counted by rule
+		if len(s.Quarantine.ByRule) != 2 || s.Quarantine.ByRule["positive_amount"] != 2 || s.Quarantine.ByRule["known_status"] != 1 {
+			t.Fatalf("by rule %+v", s.Quarantine.ByRule)
+		}
+		r.Quarantined([]quarantine.Entry{{Record: rec, Reason: quarantine.RuleViolation, Rule: "known_status", Message: "r4"}})
+		if n := r.Snapshot().Quarantine; n.ByRule["known_status"] != 2 || n.Newest[0].Rule != "known_status" || n.Newest[1].Rule != "" {
+			t.Fatalf("after one more violation: %+v", n)
 		}
 		if got := s.Quarantine.Newest[0].Value != nil; got != show {
 			t.Fatalf("ShowValues=%v: value shown %v", show, got)
@@ -117,9 +128,12 @@ func TestHandler(t *testing.T) {
 		ctype, body  string
 	}{
 		{"GET", "/", 200, "text/html", `<script src="assets/app.js">`},
+		{"GET", "/", 200, "text/html", `<tbody id="rules">`},
+		{"GET", "/assets/app.js", 200, "javascript", "quarantine.byRule"},
 		{"GET", "/assets/app.js", 200, "javascript", "status.json"},
 		{"GET", "/assets/style.css", 200, "text/css", "font"},
 		{"GET", "/status.json", 200, "application/json", `"sink":"demo"`},
+		{"GET", "/status.json", 200, "application/json", `"byRule":{}`},
 		{"GET", "/nope", 404, "", ""},
 		{"POST", "/status.json", 405, "", ""},
 	} {

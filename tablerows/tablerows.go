@@ -36,17 +36,10 @@ import (
 	"github.com/cdcsink/cdc-sink/delta"
 	"github.com/cdcsink/cdc-sink/delta/parquetio"
 	"github.com/cdcsink/cdc-sink/delta/schema"
+	"github.com/cdcsink/cdc-sink/layout"
 )
 
-// Well-known names (kept in sync with merge; tablerows does not import merge
-// so that it can read any table).
-const (
-	DeletedColumn    = "_cdc_deleted"
-	MetaPrefix       = "_cdc_"
-	ConfKeyColumns   = "cdcsink.keyColumns"
-	ConfSink         = "cdcsink.sink"
-	deltaPathEscapes = "%"
-)
+const deltaPathEscapes = "%"
 
 // Table is a Delta table opened at its latest version for reading.
 type Table struct {
@@ -114,13 +107,13 @@ func (t *Table) Version() int64 { return t.Snap.Version() }
 // HasDeletedColumn reports whether the table has cdc-sink's boolean
 // _cdc_deleted column (then tombstones can be hidden).
 func (t *Table) HasDeletedColumn() bool {
-	f, _ := t.Schema.Field(DeletedColumn)
+	f, _ := t.Schema.Field(layout.ColDeleted)
 	return f != nil && f.Type == schema.Boolean
 }
 
 // KeyColumns returns the cdcsink.keyColumns property (nil if absent).
 func (t *Table) KeyColumns() []string {
-	v, ok := t.Snap.Config(ConfKeyColumns)
+	v, ok := t.Snap.Config(layout.ConfKeyColumns)
 	if !ok || v == "" {
 		return nil
 	}
@@ -140,15 +133,12 @@ func (t *Table) Columns() []string {
 func (t *Table) BusinessColumns() []string {
 	var out []string
 	for _, f := range t.Schema.Fields {
-		if !IsMeta(f.Name) {
+		if !layout.IsMetaColumn(f.Name) {
 			out = append(out, f.Name)
 		}
 	}
 	return out
 }
-
-// IsMeta reports whether name is a cdc-sink metadata column.
-func IsMeta(name string) bool { return strings.HasPrefix(name, MetaPrefix) }
 
 // Type returns the Delta type of a top-level column (nil if absent).
 func (t *Table) Type(name string) schema.DataType {
@@ -187,7 +177,7 @@ func (t *Table) Scan(ctx context.Context, opts ScanOptions, fn func(Row) error) 
 	delIdx := -1
 	if !opts.IncludeDeleted && t.HasDeletedColumn() {
 		delIdx = len(read)
-		read = append(read, DeletedColumn)
+		read = append(read, layout.ColDeleted)
 	}
 	row := make(Row, len(cols))
 	var buf []byte
@@ -326,7 +316,7 @@ func (t *Table) Count(ctx context.Context) (Counts, error) {
 		})
 		return c, err
 	}
-	err := t.ScanRecords(ctx, []string{DeletedColumn}, func(rec arrow.RecordBatch) error {
+	err := t.ScanRecords(ctx, []string{layout.ColDeleted}, func(rec arrow.RecordBatch) error {
 		d := rec.Column(0).(*array.Boolean)
 		for i := 0; i < d.Len(); i++ {
 			if d.IsValid(i) && d.Value(i) {

@@ -44,7 +44,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// sinkBinary builds ./cmd/cdc-sink once per test binary.
+// testBuildVersion is the main.Version sinkBinary links in.
+const testBuildVersion = "v0.0.0-binarytest"
+
+// sinkBinary builds ./cmd/cdc-sink once per test binary, as a release is
+// built (-X main.Version).
 func sinkBinary(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
@@ -54,7 +58,7 @@ func sinkBinary(t *testing.T) string {
 		}
 		binPath = filepath.Join(binDir, "cdc-sink")
 		start := time.Now()
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		out, err := exec.Command("go", "build", "-ldflags", "-X main.Version="+testBuildVersion, "-o", binPath, ".").CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cdcsink/cdc-sink/envelope"
 	"github.com/cdcsink/cdc-sink/internal/dbzgen"
+	"github.com/cdcsink/cdc-sink/layout"
 	"github.com/cdcsink/cdc-sink/merge"
 	"github.com/cdcsink/cdc-sink/normalize"
 	"github.com/cdcsink/cdc-sink/quarantine"
@@ -211,8 +212,8 @@ func compareExpected(rows []merge.Row, want map[string]dbzgen.Row) string {
 		if g == nil {
 			return "key " + k + " missing"
 		}
-		if g["_cdc_deleted"] != w.Deleted {
-			return fmt.Sprintf("key %s: deleted=%v, source says %v", k, g["_cdc_deleted"], w.Deleted)
+		if g[layout.ColDeleted] != w.Deleted {
+			return fmt.Sprintf("key %s: deleted=%v, source says %v", k, g[layout.ColDeleted], w.Deleted)
 		}
 		if w.Deleted {
 			continue
@@ -240,11 +241,11 @@ func printSample(w io.Writer, rows []merge.Row, n int) {
 		if shown == n {
 			break
 		}
-		if r["_cdc_deleted"] == true && shown > 0 {
+		if r[layout.ColDeleted] == true && shown > 0 {
 			continue
 		}
 		fmt.Fprintf(w, "    id=%v status=%v amount=%v created_at=%v deleted=%v version=%v\n", r["id"], r["status"],
-			fmtVal(r["amount"]), fmtTS(r["created_at"]), r["_cdc_deleted"], r["_cdc_source_version"])
+			fmtVal(r["amount"]), fmtTS(r["created_at"]), r[layout.ColDeleted], r[layout.ColVersion])
 		shown++
 	}
 }

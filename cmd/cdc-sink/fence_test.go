@@ -43,8 +43,8 @@ func runTestChild() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	marker := os.Getenv(pauseEnv)
-	h := runHooks{stdout: io.Discard, Quiet: true, Fault: func(point string) error {
-		if point == "before-commit" && marker != "" && os.Remove(marker) == nil {
+	h := runHooks{stdout: io.Discard, Quiet: true, Fault: func(point merge.FaultPoint) error {
+		if point == merge.FaultBeforeCommit && marker != "" && os.Remove(marker) == nil {
 			logger.Info(pausingMsg)
 			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 		}
@@ -138,9 +138,9 @@ func TestFencedZombieInstance(t *testing.T) {
 		return true
 	}
 	var holding atomic.Bool
-	b := startSink(t, "B", bCfg, runHooks{Fault: func(point string) error {
+	b := startSink(t, "B", bCfg, runHooks{Fault: func(point merge.FaultPoint) error {
 		// held once every partition A holds records of has moved past A's start
-		if point == "after-commit" && !holding.Load() && movedAll() {
+		if point == merge.FaultAfterCommit && !holding.Load() && movedAll() {
 			holding.Store(true)
 			<-release
 		}

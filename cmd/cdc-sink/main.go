@@ -21,10 +21,16 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/cdcsink/cdc-sink/delta"
 )
 
 // Version is set at build time with -ldflags "-X main.Version=…".
 var Version = "dev"
+
+// Every commit's commitInfo.engineInfo (and checkpoints' created_by) names
+// the build that wrote it, so a table's history says which release did what.
+func init() { delta.EngineVersion = Version }
 
 type command struct {
 	name  string

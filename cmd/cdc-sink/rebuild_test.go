@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cdcsink/cdc-sink/internal/dbzgen"
+	"github.com/cdcsink/cdc-sink/layout"
 	"github.com/cdcsink/cdc-sink/merge"
 	"github.com/cdcsink/cdc-sink/normalize"
 	"github.com/cdcsink/cdc-sink/versioning"
@@ -99,7 +100,7 @@ func TestRebuildReplayFromKafkaEqualsLive(t *testing.T) {
 	sc := &normalize.Schema{}
 	var vals []any
 	for _, c := range tb.Columns() {
-		if merge.IsMetaColumn(c) {
+		if layout.IsMetaColumn(c) {
 			continue
 		}
 		sc.Columns = append(sc.Columns, normalize.ColumnDef{Name: c, Nullable: true})

@@ -64,7 +64,7 @@ type runHooks struct {
 	// Tables receives the table set once built.
 	Tables func(*tableSet)
 	// Fault is merge's crash/pause hook (merge.Options.Fault): tests only.
-	Fault func(point string) error
+	Fault func(merge.FaultPoint) error
 	// Quiet disables the terminal progress line.
 	Quiet bool
 }

@@ -134,11 +134,26 @@ func printStatus(out io.Writer, st *status.Status, live bool) error {
 			parts = []string{"none"}
 		}
 		fmt.Fprintf(w, "quarantined since start: %s\n", strings.Join(parts, ", "))
+		if len(st.Quarantine.ByRule) > 0 {
+			rules := make([]string, 0, len(st.Quarantine.ByRule))
+			for r := range st.Quarantine.ByRule {
+				rules = append(rules, r)
+			}
+			sort.Strings(rules)
+			for i, r := range rules {
+				rules[i] = fmt.Sprintf("%s %d", r, st.Quarantine.ByRule[r])
+			}
+			fmt.Fprintf(w, "rule violations by rule: %s\n", strings.Join(rules, ", "))
+		}
 		for i, e := range st.Quarantine.Newest {
 			if i == 5 {
 				break
 			}
-			fmt.Fprintf(w, "  %s  %s  %s/%d@%d  %s\n", e.Time.UTC().Format(time.RFC3339), e.Reason, e.Topic, e.Partition, e.Offset, e.Message)
+			reason := e.Reason
+			if e.Rule != "" {
+				reason += " (" + e.Rule + ")"
+			}
+			fmt.Fprintf(w, "  %s  %s  %s/%d@%d  %s\n", e.Time.UTC().Format(time.RFC3339), reason, e.Topic, e.Partition, e.Offset, e.Message)
 		}
 	}
 	return w.Flush()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/cdcsink/cdc-sink/internal/deltacheck"
 	"github.com/cdcsink/cdc-sink/internal/webdriver"
+	"github.com/cdcsink/cdc-sink/quarantine"
+	"github.com/cdcsink/cdc-sink/source"
 	"github.com/cdcsink/cdc-sink/status"
 )
 
@@ -184,4 +187,68 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s (%d bytes)", shot, len(png))
+}
+
+// The page's quarantine section shows rule violations per rule, and the
+// rule of each newest entry, as /status.json reports them (a Recorder fed
+// directly: no sink needed to check the page's rendering).
+func TestStatusPageRulesInBrowser(t *testing.T) {
+	chrome, driver := browserTools(t)
+	rec := status.NewRecorder("rules", status.Options{})
+	rec.SetReady(true)
+	r := &source.Record{Topic: "loja.public.orders", Partition: 0, Offset: 1}
+	var es []quarantine.Entry
+	for i := 0; i < 1200; i++ {
+		es = append(es, quarantine.Entry{Record: r, Reason: quarantine.RuleViolation, Rule: "positive_amount", Message: "amount <= 0"})
+	}
+	es = append(es, quarantine.Entry{Record: r, Reason: quarantine.MalformedJSON, Message: "bad json"},
+		quarantine.Entry{Record: r, Reason: quarantine.RuleViolation, Rule: "known_status", Message: "status ?"})
+	rec.Quarantined(es)
+	srv := httptest.NewServer(rec.Handler())
+	defer srv.Close()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	d, err := webdriver.Start(ctx, driver)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Stop()
+	sess, err := d.NewSession(ctx, chrome, t.TempDir(), 1280, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close(context.Background())
+	if err := sess.Navigate(ctx, srv.URL+"/"); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"#rules td":                               "positive_amount|1,200|known_status|1", // most first
+		"[data-test=reason-count]":                "1,201|1",
+		"#newest tr:first-child td:nth-child(2)":  "rule_violation (known_status)",
+		"#newest tr:nth-child(2) td:nth-child(2)": "malformed_json",
+	}
+	got := map[string]string{}
+	deadline := time.Now().Add(30 * time.Second)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for ; ; <-tick.C {
+		bad := ""
+		for sel, w := range want {
+			txt, err := sess.Texts(ctx, sel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[sel] = strings.Join(txt, "|")
+			if got[sel] != w {
+				bad += fmt.Sprintf("\n  %s: page shows %q, want %q", sel, got[sel], w)
+			}
+		}
+		if bad == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the status page disagrees with the Recorder:%s", bad)
+		}
+	}
 }

@@ -60,7 +60,8 @@ func TestStatusURL(t *testing.T) {
 	rec.SetRows("/lake/orders", 40, 2)
 	rec.SetOffset("/lake/orders", "loja.public.orders", 1, 77)
 	rec.SetLag("loja.public.orders", 1, 3)
-	rec.Quarantined([]quarantine.Entry{{Record: &source.Record{Topic: "loja.public.orders", Partition: 1, Offset: 5}, Reason: quarantine.MalformedJSON, Message: "bad"}})
+	rec.Quarantined([]quarantine.Entry{{Record: &source.Record{Topic: "loja.public.orders", Partition: 1, Offset: 3}, Reason: quarantine.RuleViolation, Rule: "positive_amount", Message: "amount -1"},
+		{Record: &source.Record{Topic: "loja.public.orders", Partition: 1, Offset: 5}, Reason: quarantine.MalformedJSON, Message: "bad"}})
 	rec.Failed(errors.New("commit failed: timeout"))
 	srv := httptest.NewServer(rec.Handler())
 	defer srv.Close()
@@ -74,8 +75,10 @@ func TestStatusURL(t *testing.T) {
 		"totals: 42 records, 1 batches, 40 inserted",
 		"/lake/orders  9        4      40    2",
 		"loja.public.orders  1          77           3",
-		"quarantined since start: malformed_json 1",
+		"quarantined since start: malformed_json 1, rule_violation 1",
+		"rule violations by rule: positive_amount 1",
 		"loja.public.orders/1@5  bad",
+		"rule_violation (positive_amount)  loja.public.orders/1@3  amount -1",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
@@ -83,7 +86,7 @@ func TestStatusURL(t *testing.T) {
 	}
 	code, out, _ = runCLI(t, "status", "--url", srv.URL, "--json")
 	var st status.Status
-	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Totals.Records != 42 || st.Tables[0].Live != 40 {
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.Totals.Records != 42 || st.Tables[0].Live != 40 || st.Quarantine.ByRule["positive_amount"] != 1 {
 		t.Fatalf("--json: exit %d: %s", code, out)
 	}
 	if code, _, errOut := runCLI(t, "status", "--url", srv.URL+"/nope"); code != 1 || !strings.Contains(errOut, "HTTP 404") {

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cdcsink/cdc-sink/delta"
+	"github.com/cdcsink/cdc-sink/layout"
 	"github.com/cdcsink/cdc-sink/maintain"
 	"github.com/cdcsink/cdc-sink/tablerows"
 )
@@ -201,7 +202,7 @@ func tableInfo(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			dvRows += d.Cardinality
 		}
 	}
-	sink, _ := snap.Config(tablerows.ConfSink)
+	sink, _ := snap.Config(layout.ConfSink)
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
 	kv := func(k, format string, a ...any) { fmt.Fprintf(w, "%-14s %s\n", k+":", fmt.Sprintf(format, a...)) }
@@ -215,7 +216,7 @@ func tableInfo(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if k := t.KeyColumns(); k != nil {
 		kv("key columns", "%s", strings.Join(k, ","))
 	}
-	if src, ok := snap.Config("cdcsink.source"); ok && src != "" {
+	if src, ok := snap.Config(layout.ConfSourceID); ok && src != "" {
 		kv("source", "%s", src)
 	}
 	if t.HasDeletedColumn() {

@@ -38,7 +38,7 @@ type sinkSetup struct {
 	// offsets it was read from (pipeline.Config.Fence).
 	Fence bool
 	// Fault is handed to merge.Options.Fault (tests only: runHooks).
-	Fault func(point string) error
+	Fault func(merge.FaultPoint) error
 }
 
 // tableSet opens each table once and hands it to the pipeline's router.

@@ -93,8 +93,10 @@
     });
     const reasons = Object.entries(st.quarantine.byReason).sort((a, b) => b[1] - a[1]);
     rows($("reasons"), reasons, (tr, r) => { tr.dataset.reason = r[0]; cell(tr, r[0]); cell(tr, fmt(r[1]), "num", "reason-count"); });
+    const rules = Object.entries(st.quarantine.byRule || {}).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1));
+    rows($("rules"), rules, (tr, r) => { tr.dataset.rule = r[0]; cell(tr, r[0]); cell(tr, fmt(r[1]), "num", "rule-count"); });
     rows($("newest"), st.quarantine.newest, (tr, e) => {
-      cell(tr, ago(e.time)); cell(tr, e.reason);
+      cell(tr, ago(e.time)); cell(tr, e.rule ? e.reason + " (" + e.rule + ")" : e.reason);
       cell(tr, e.topic + "/" + e.partition + "@" + e.offset);
       cell(tr, e.message + (e.value !== undefined ? "  value: " + e.value : ""));
     });

@@ -1,3 +1,5 @@
+// The table schema of a source schema, and conversions between normalized values, Delta and Arrow types.
+
 package merge
 
 import (
@@ -9,44 +11,27 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/cdcsink/cdc-sink/delta/schema"
+	"github.com/cdcsink/cdc-sink/layout"
 	"github.com/cdcsink/cdc-sink/normalize"
-)
-
-// Metadata columns. Every cdc-sink column starts with _cdc_ (README "Table layout").
-const (
-	ColDeleted   = "_cdc_deleted"        // boolean, true for tombstones
-	ColVersion   = "_cdc_source_version" // string, versioning.Version.String(): sorts like the version
-	ColOp        = "_cdc_op"             // string: c u d r t
-	ColSourceTs  = "_cdc_source_ts"      // timestamp: source commit time
-	ColBatchID   = "_cdc_batch_id"       // long: the batch that wrote the row
-	ColIngestTs  = "_cdc_ingest_ts"      // timestamp: when cdc-sink committed it
-	ColTopic     = "_cdc_topic"          // string: Kafka lineage
-	ColPartition = "_cdc_partition"      // integer
-	ColOffset    = "_cdc_offset"         // long
 )
 
 // metaFields is the fixed tail of every cdc-sink table schema.
 func metaFields() []*schema.StructField {
 	return []*schema.StructField{
-		schema.NewField(ColDeleted, schema.Boolean, false),
-		schema.NewField(ColVersion, schema.String, false),
-		schema.NewField(ColOp, schema.String, false),
-		schema.NewField(ColSourceTs, schema.Timestamp, true),
-		schema.NewField(ColBatchID, schema.Long, false),
-		schema.NewField(ColIngestTs, schema.Timestamp, false),
-		schema.NewField(ColTopic, schema.String, true),
-		schema.NewField(ColPartition, schema.Integer, true),
-		schema.NewField(ColOffset, schema.Long, true),
+		schema.NewField(layout.ColDeleted, schema.Boolean, false),
+		schema.NewField(layout.ColVersion, schema.String, false),
+		schema.NewField(layout.ColOp, schema.String, false),
+		schema.NewField(layout.ColSourceTs, schema.Timestamp, true),
+		schema.NewField(layout.ColBatchID, schema.Long, false),
+		schema.NewField(layout.ColIngestTs, schema.Timestamp, false),
+		schema.NewField(layout.ColTopic, schema.String, true),
+		schema.NewField(layout.ColPartition, schema.Integer, true),
+		schema.NewField(layout.ColOffset, schema.Long, true),
 	}
 }
 
-// IsMetaColumn reports whether name is a cdc-sink metadata column.
-func IsMetaColumn(name string) bool {
-	return len(name) > 5 && name[:5] == "_cdc_"
-}
-
-// DeltaType maps a normalized type to its Delta type.
-func DeltaType(t normalize.Type) (schema.DataType, error) {
+// deltaType maps a normalized type to its Delta type.
+func deltaType(t normalize.Type) (schema.DataType, error) {
 	switch t.Kind {
 	case normalize.Boolean:
 		return schema.Boolean, nil
@@ -82,7 +67,7 @@ func DeltaType(t normalize.Type) (schema.DataType, error) {
 		if t.Elem == nil {
 			return nil, fmt.Errorf("array without element type")
 		}
-		e, err := DeltaType(*t.Elem)
+		e, err := deltaType(*t.Elem)
 		if err != nil {
 			return nil, err
 		}
@@ -91,11 +76,11 @@ func DeltaType(t normalize.Type) (schema.DataType, error) {
 		if t.Key == nil || t.Val == nil {
 			return nil, fmt.Errorf("map without key/value type")
 		}
-		k, err := DeltaType(*t.Key)
+		k, err := deltaType(*t.Key)
 		if err != nil {
 			return nil, err
 		}
-		vt, err := DeltaType(*t.Val)
+		vt, err := deltaType(*t.Val)
 		if err != nil {
 			return nil, err
 		}
@@ -103,7 +88,7 @@ func DeltaType(t normalize.Type) (schema.DataType, error) {
 	case normalize.Struct:
 		st := &schema.StructType{}
 		for _, f := range t.Fields {
-			ft, err := DeltaType(f.Type)
+			ft, err := deltaType(f.Type)
 			if err != nil {
 				return nil, fmt.Errorf("field %s: %w", f.Name, err)
 			}
@@ -114,20 +99,20 @@ func DeltaType(t normalize.Type) (schema.DataType, error) {
 	return nil, fmt.Errorf("unsupported type kind %d", t.Kind)
 }
 
-// TableSchema is the Delta schema of a table for changes with source schema s
+// tableSchema is the Delta schema of a table for changes with source schema s
 // and key columns keyNames: business columns (nullable except keys) followed
 // by the metadata columns.
-func TableSchema(s *normalize.Schema, keyNames []string, keyTypes []normalize.Type) (*schema.StructType, error) {
+func tableSchema(s *normalize.Schema, keyNames []string, keyTypes []normalize.Type) (*schema.StructType, error) {
 	st := &schema.StructType{}
 	seen := map[string]bool{}
 	for _, c := range s.Columns {
-		if IsMetaColumn(c.Name) {
+		if layout.IsMetaColumn(c.Name) {
 			return nil, fmt.Errorf("source column %q uses the reserved _cdc_ prefix", c.Name)
 		}
 		if c.NullOnly {
 			continue // no type known yet: added by evolution once one is seen
 		}
-		dt, err := DeltaType(c.Type)
+		dt, err := deltaType(c.Type)
 		if err != nil {
 			return nil, fmt.Errorf("column %s: %w", c.Name, err)
 		}
@@ -142,7 +127,7 @@ func TableSchema(s *normalize.Schema, keyNames []string, keyTypes []normalize.Ty
 		if i >= len(keyTypes) {
 			return nil, fmt.Errorf("key column %s has no type", k)
 		}
-		dt, err := DeltaType(keyTypes[i])
+		dt, err := deltaType(keyTypes[i])
 		if err != nil {
 			return nil, fmt.Errorf("key column %s: %w", k, err)
 		}
@@ -319,8 +304,8 @@ func numToDecimal(n decimal128.Num, scale int32) decimal.Decimal {
 	return decimal.NewFromBigInt(n.BigInt(), -scale)
 }
 
-// NormalizeType is the inverse of DeltaType.
-func NormalizeType(dt schema.DataType) (normalize.Type, error) {
+// normalizeType is the inverse of deltaType.
+func normalizeType(dt schema.DataType) (normalize.Type, error) {
 	switch x := dt.(type) {
 	case schema.PrimitiveType:
 		k, ok := map[schema.PrimitiveType]normalize.Kind{schema.Boolean: normalize.Boolean, schema.Byte: normalize.Byte,
@@ -335,19 +320,19 @@ func NormalizeType(dt schema.DataType) (normalize.Type, error) {
 	case *schema.DecimalType:
 		return normalize.Type{Kind: normalize.Decimal, Precision: x.Precision, Scale: x.Scale}, nil
 	case *schema.ArrayType:
-		e, err := NormalizeType(x.ElementType)
+		e, err := normalizeType(x.ElementType)
 		return normalize.Type{Kind: normalize.Array, Elem: &e}, err
 	case *schema.MapType:
-		k, err := NormalizeType(x.KeyType)
+		k, err := normalizeType(x.KeyType)
 		if err != nil {
 			return normalize.Type{}, err
 		}
-		v, err := NormalizeType(x.ValueType)
+		v, err := normalizeType(x.ValueType)
 		return normalize.Type{Kind: normalize.Map, Key: &k, Val: &v}, err
 	case *schema.StructType:
 		t := normalize.Type{Kind: normalize.Struct}
 		for _, f := range x.Fields {
-			ft, err := NormalizeType(f.Type)
+			ft, err := normalizeType(f.Type)
 			if err != nil {
 				return t, err
 			}
