@@ -51,6 +51,17 @@ func readCheckpointParquet(ctx context.Context, store Storage, key string, sink 
 	return readCheckpointFrom(ctx, key, r, size, sink)
 }
 
+// checkpointErr classifies a failure while decoding a checkpoint: the
+// storage's transient errors (a reset during a ranged read) and cancellation
+// keep their class, so the caller retries instead of treating a healthy
+// checkpoint as corrupt; anything else is ErrCorruptLog.
+func checkpointErr(name string, err error) error {
+	if IsTransient(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("read checkpoint %s: %w", name, err)
+	}
+	return fmt.Errorf("%w: checkpoint %s: %v", ErrCorruptLog, name, err)
+}
+
 func readCheckpointFrom(ctx context.Context, name string, r parquet.ReaderAtSeeker, size int64, sink cpSink) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -65,7 +76,7 @@ func readCheckpointFrom(ctx context.Context, name string, r parquet.ReaderAtSeek
 	props.BufferSize = 1 << 20
 	pr, err := file.NewParquetReader(r, file.WithReadProps(props))
 	if err != nil {
-		return fmt.Errorf("%w: checkpoint %s: %v", ErrCorruptLog, name, err)
+		return checkpointErr(name, err)
 	}
 	defer pr.Close()
 	sch := pr.MetaData().Schema
@@ -84,30 +95,30 @@ func readCheckpointFrom(ctx context.Context, name string, r parquet.ReaderAtSeek
 		return fmt.Errorf("%w: checkpoint %s has none of the action columns", ErrCorruptLog, name)
 	}
 	if err := validateChunks(pr, leaves, size); err != nil {
-		return fmt.Errorf("%w: checkpoint %s: %v", ErrCorruptLog, name, err)
+		return checkpointErr(name, err)
 	}
 	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: 64 << 10}, memory.DefaultAllocator)
 	if err != nil {
-		return fmt.Errorf("%w: checkpoint %s: %v", ErrCorruptLog, name, err)
+		return checkpointErr(name, err)
 	}
 	sink.grow(pr.NumRows())
 	rr, err := fr.GetRecordReader(ctx, leaves, nil)
 	if err != nil {
-		return fmt.Errorf("%w: checkpoint %s: %v", ErrCorruptLog, name, err)
+		return checkpointErr(name, err)
 	}
 	defer rr.Release()
 	for {
 		rec, err := rr.Read()
 		if rec != nil && rec.NumRows() > 0 {
 			if derr := decodeCheckpointBatch(rec.Schema().Fields(), rec.Columns(), int(rec.NumRows()), sink); derr != nil {
-				return fmt.Errorf("%w: checkpoint %s: %v", ErrCorruptLog, name, derr)
+				return checkpointErr(name, derr)
 			}
 		}
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				break
 			}
-			return fmt.Errorf("%w: checkpoint %s: %v", ErrCorruptLog, name, err)
+			return checkpointErr(name, err)
 		}
 		if rec == nil {
 			break
