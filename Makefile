@@ -60,8 +60,12 @@ unit: venv stack-pg azurite ## go test -race (Delta read-back checks use the ven
 alerts-test: ## promtool check + unit tests of deploy/prometheus/alerts.yaml (Debian package prometheus); TestMonitoringAssets runs them too
 	cd deploy/prometheus && promtool check rules alerts.yaml && promtool test rules alerts_test.yaml
 
+.PHONY: fuzz-smoke
+fuzz-smoke: ## every Fuzz target for FUZZTIME (default 4s) each; FUZZTIME=10m for a long run
+	scripts/fuzz-smoke.sh
+
 .PHONY: test
-test: venv fmt-check vet alerts-test unit e2e ## what CI runs: venv, gofmt check, vet, promtool rule tests, unit tests, then e2e on the native stack
+test: venv fmt-check vet alerts-test unit fuzz-smoke e2e ## what CI runs: venv, gofmt check, vet, promtool rule tests, unit tests, fuzz smoke, then e2e on the native stack
 
 # ------------------------------------------------------------------ end-to-end on the real stack
 # Starts the native stack (idempotent; quick when warm), exports its endpoints

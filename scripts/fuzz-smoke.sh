@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Fuzz smoke run: every Fuzz target of the module for FUZZTIME (default 4s) each, so a
+# decoder or parser change that panics on inputs near the seed corpus fails CI. Targets are
+# found by grep, so a new Fuzz function is included without editing this file. Long runs
+# (≥ 10 minutes per target) are a separate, manual job: FUZZTIME=10m scripts/fuzz-smoke.sh.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+fuzztime=${FUZZTIME:-4s}
+targets=$(grep -rE --include='*_test.go' -o '^func Fuzz[A-Za-z0-9_]+' . | grep -v '/\.' | sed -E 's|^\./(.*)/[^/]+_test\.go:func (Fuzz.*)$|\1 \2|' | sort -u)
+[ -n "$targets" ] || { echo "fuzz-smoke: no Fuzz targets found" >&2; exit 1; }
+n=0 failed=()
+while read -r pkg target; do
+  n=$((n + 1))
+  log=$(mktemp)
+  if go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" "./$pkg" >"$log" 2>&1; then
+    execs=$(grep -oE 'execs: [0-9]+' "$log" | tail -n1 || true)
+    printf 'fuzz-smoke: %-40s ok (%s, %s)\n' "$pkg.$target" "${execs:-no exec count}" "$fuzztime"
+  else
+    echo "fuzz-smoke: $pkg.$target FAILED:" >&2
+    tail -n 40 "$log" >&2
+    failed+=("$pkg.$target")
+  fi
+  rm -f "$log"
+done <<<"$targets"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "fuzz-smoke: ${#failed[@]} of $n targets failed: ${failed[*]} (the failing input is under testdata/fuzz/ of the package)" >&2
+  exit 1
+fi
+echo "fuzz-smoke: $n targets, $fuzztime each, no failure"
