@@ -124,19 +124,26 @@ func Redrive(ctx context.Context, entries []quarantine.Entry, cfg RedriveConfig)
 	// Sort by original coordinates (each partition in offset order) and drop
 	// duplicate entries (quarantine writes are at-least-once).
 	recs := make([]*source.Record, 0, len(entries))
-	type coord struct {
-		topic     string
-		partition int32
-		offset    int64
-	}
+	// Entries that carry the version their change was first given (rule
+	// violations) are applied with it: the version guard then judges them
+	// as the original changes (a redriven snapshot row must not pass for a
+	// re-snapshot and win over newer stream rows).
+	versions := map[coord]versioning.Version{}
 	seen := map[coord]bool{}
 	for i := range entries {
 		r := entries[i].Record
-		k := coord{r.Topic, r.Partition, r.Offset}
+		k := coordOf(r)
 		if seen[k] {
 			continue
 		}
 		seen[k] = true
+		if entries[i].Version != "" {
+			v, err := versioning.ParseVersion(entries[i].Version)
+			if err != nil {
+				return nil, requestErr("quarantine entry %s: version %q: %v", entries[i].At, entries[i].Version, err)
+			}
+			versions[k] = v
+		}
 		recs = append(recs, r)
 	}
 	sort.SliceStable(recs, func(i, j int) bool {
@@ -159,26 +166,11 @@ func Redrive(ctx context.Context, entries []quarantine.Entry, cfg RedriveConfig)
 	if cfg.Rules.Len() > 0 {
 		prs = cfg.Rules
 	}
-	// Entries that carry the version their change was first given (rule
-	// violations) are applied with it: the version guard then judges them
-	// as the original changes (a redriven snapshot row must not pass for a
-	// re-snapshot and win over newer stream rows).
-	versions := map[string]versioning.Version{}
-	for i := range entries {
-		if entries[i].Version == "" || entries[i].Record == nil {
-			continue
-		}
-		v, err := versioning.ParseVersion(entries[i].Version)
-		if err != nil {
-			return nil, &RequestError{Msg: fmt.Sprintf("quarantine entry %s: version %q: %v", entries[i].At, entries[i].Version, err)}
-		}
-		versions[redriveKey(entries[i].Record)] = v
-	}
 	var mt *merge.Table
 	p := pipeline.New(pipeline.Config{
 		Rules: prs,
 		VersionOf: func(r *source.Record) (versioning.Version, bool) {
-			v, ok := versions[redriveKey(r)]
+			v, ok := versions[coordOf(r)]
 			return v, ok
 		},
 		Sink:       rep.Sink,
@@ -268,6 +260,11 @@ func (r *redriveTable) TrackerState() []versioning.PartitionState {
 	return r.Table.TrackerState()
 }
 
-func redriveKey(r *source.Record) string {
-	return fmt.Sprintf("%s/%d@%d", r.Topic, r.Partition, r.Offset)
+// coord identifies an original record.
+type coord struct {
+	topic     string
+	partition int32
+	offset    int64
 }
+
+func coordOf(r *source.Record) coord { return coord{r.Topic, r.Partition, r.Offset} }

@@ -62,32 +62,24 @@ func (d Decimal) Compare(other ref.Val) ref.Val {
 	return types.Int(d.D.Cmp(o))
 }
 
-// Add implements traits.Adder.
-func (d Decimal) Add(other ref.Val) ref.Val {
+// arith applies op to d and other (any number); computed values have no
+// column scale.
+func (d Decimal) arith(other ref.Val, op func(a, b decimal.Decimal) decimal.Decimal) ref.Val {
 	o, ok := toDecimal(other)
 	if !ok {
 		return types.MaybeNoSuchOverloadErr(other)
 	}
-	return Decimal{d.D.Add(o), -1}
+	return Decimal{op(d.D, o), -1}
 }
+
+// Add implements traits.Adder.
+func (d Decimal) Add(other ref.Val) ref.Val { return d.arith(other, decimal.Decimal.Add) }
 
 // Subtract implements traits.Subtractor.
-func (d Decimal) Subtract(other ref.Val) ref.Val {
-	o, ok := toDecimal(other)
-	if !ok {
-		return types.MaybeNoSuchOverloadErr(other)
-	}
-	return Decimal{d.D.Sub(o), -1}
-}
+func (d Decimal) Subtract(other ref.Val) ref.Val { return d.arith(other, decimal.Decimal.Sub) }
 
 // Multiply implements traits.Multiplier.
-func (d Decimal) Multiply(other ref.Val) ref.Val {
-	o, ok := toDecimal(other)
-	if !ok {
-		return types.MaybeNoSuchOverloadErr(other)
-	}
-	return Decimal{d.D.Mul(o), -1}
-}
+func (d Decimal) Multiply(other ref.Val) ref.Val { return d.arith(other, decimal.Decimal.Mul) }
 
 // Divide implements traits.Divider (34 significant fractional digits at most).
 func (d Decimal) Divide(other ref.Val) ref.Val {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -143,7 +144,7 @@ func TestReplayRulesQuarantineThenRedrive(t *testing.T) {
 		t.Fatalf("rules check: exit %d\n%s\n%s", code, out, errOut)
 	}
 	for _, l := range strings.Split(out, "\n") {
-		if f := strings.Fields(l); len(f) >= 3 && f[0] == "positive_amount" && f[2] != itoa(len(violating)) {
+		if f := strings.Fields(l); len(f) >= 3 && f[0] == "positive_amount" && f[2] != strconv.Itoa(len(violating)) {
 			t.Fatalf("rules check counts %s violations, want %d:\n%s", f[2], len(violating), out)
 		}
 	}
@@ -161,8 +162,6 @@ func jsonText(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
-
-func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 // TestReplayRulesRefusedOrFailing: a rule naming a column the table does not
 // have stops the replay naming the rule before anything is committed; a
