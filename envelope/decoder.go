@@ -161,7 +161,7 @@ func jsonErr(which string, e *decodeErr) error {
 
 // decodeJSON decodes a JSON object, schema'd ({"schema":…,"payload":…}) or not.
 func (d *Decoder) decodeJSON(topic, which string, b []byte) (side, error) {
-	s := scanner{buf: b, maxDepth: d.opts.MaxDepth, intern: d.names}
+	s := scanner{buf: b, maxDepth: d.opts.MaxDepth, intern: d.names, inKey: which == "key"}
 	s.getStacks()
 	defer s.putStacks()
 	empty, e := s.objStart()

@@ -55,6 +55,9 @@ type scanner struct {
 	maxDepth int
 	intern   *interner // schemaless field names
 	bx       boxes     // chunks the decoded values live in
+	inKey    bool      // decoding a record key (shape prediction)
+	field    string    // the field whose value is being decoded (shape prediction)
+	st       *stacks   // the pooled holder of vstack and nstack
 	vstack   []any     // pending array elements / object values
 	nstack   []string  // pending schemaless object names
 }
@@ -150,16 +153,20 @@ type stacks struct {
 var stackPool = sync.Pool{New: func() any { return &stacks{v: make([]any, 0, 64), n: make([]string, 0, 64)} }}
 
 func (s *scanner) getStacks() {
-	st := stackPool.Get().(*stacks)
-	s.vstack, s.nstack = st.v[:0], st.n[:0]
+	s.st = stackPool.Get().(*stacks)
+	s.vstack, s.nstack = s.st.v[:0], s.st.n[:0]
 }
 
 func (s *scanner) putStacks() {
-	if cap(s.vstack) == 0 || cap(s.vstack) > 1<<16 {
+	st := s.st
+	s.st = nil
+	if st == nil || cap(s.vstack) == 0 || cap(s.vstack) > 1<<16 {
 		return
 	}
-	// every push is popped and cleared where it is consumed
-	stackPool.Put(&stacks{v: s.vstack[:0], n: s.nstack[:0]})
+	// every push is popped and cleared where it is consumed; the holder is
+	// reused so that returning the stacks allocates nothing
+	st.v, st.n = s.vstack[:0], s.nstack[:0]
+	stackPool.Put(st)
 	s.vstack, s.nstack = nil, nil
 }
 
@@ -711,12 +718,28 @@ func (s *scanner) anyObject() (*Row, *decodeErr) {
 	base := len(s.vstack)
 	nbase := len(s.nstack)
 	var scratch [64]byte
-	for {
+	// pred is the shape objects starting with this first name had last
+	// time; while the names match it they need no interner lookup.
+	var pred []string
+	place := shapePlace{key: s.inKey, parent: s.field}
+	for i := 0; ; i++ {
 		k, err := s.objKey(&scratch)
 		if err != nil {
 			return nil, err
 		}
-		name := s.intern.get(k)
+		var name string
+		if i < len(pred) && string(k) == pred[i] {
+			name = pred[i]
+		} else {
+			name = s.intern.get(k)
+			if i == 0 {
+				place.first = name
+				pred = s.intern.predict(place)
+			} else {
+				pred = nil
+			}
+		}
+		s.field = name
 		v, err := s.anyVal()
 		if err != nil {
 			return nil, err.at(name)
@@ -731,7 +754,12 @@ func (s *scanner) anyObject() (*Row, *decodeErr) {
 			n := len(s.vstack) - base
 			r.Values = s.bx.values(n)
 			copy(r.Values, s.vstack[base:])
-			r.Names = s.intern.shape(s.nstack[nbase:])
+			if len(pred) == n {
+				r.Names = pred // every name matched the prediction
+			} else {
+				r.Names = s.intern.shape(s.nstack[nbase:])
+				s.intern.learn(place, r.Names)
+			}
 			clear(s.vstack[base:])
 			clear(s.nstack[nbase:])
 			s.vstack = s.vstack[:base]

@@ -565,6 +565,80 @@ type interner struct {
 	mu     sync.Mutex
 	m      atomic.Pointer[map[string]string]
 	shapes atomic.Pointer[map[uint64][]string]
+	// next predicts an object's shape from where it sits (key or value,
+	// the field it is the value of) and its first field name: the rows of
+	// one table, and the envelopes and source blocks around them, repeat
+	// one shape per place, so the remaining names are checked against the
+	// prediction with a byte comparison each, instead of a map lookup each
+	// plus the shape hash. Bounded by maxShapes places and maxRelearn
+	// replacements in all, so shapes alternating in one place cost a miss,
+	// never a map copy per record.
+	next    atomic.Pointer[map[shapePlace][]string]
+	relearn atomic.Int32
+}
+
+// shapePlace is where an object sits: in a key or a value, as the value of
+// the field parent ("" at the top), starting with the field first.
+type shapePlace struct {
+	key           bool
+	parent, first string
+}
+
+const maxRelearn = 4096
+
+// predict returns the last learnt shape of objects at p, or nil.
+func (in *interner) predict(p shapePlace) []string {
+	if in == nil {
+		return nil
+	}
+	if m := in.next.Load(); m != nil {
+		return (*m)[p]
+	}
+	return nil
+}
+
+// learn records shape (a slice returned by shape, shape[0] == p.first) as
+// the prediction for objects at p.
+func (in *interner) learn(p shapePlace, shape []string) {
+	if in == nil || len(shape) == 0 {
+		return
+	}
+	known := func(m *map[shapePlace][]string) bool {
+		if m == nil {
+			return false
+		}
+		if old, ok := (*m)[p]; ok {
+			return slices.Equal(old, shape) || in.relearn.Load() >= maxRelearn
+		}
+		return len(*m) >= maxShapes
+	}
+	if known(in.next.Load()) { // the common case: no lock
+		return
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	old := in.next.Load()
+	if known(old) {
+		return
+	}
+	if old != nil {
+		if _, ok := (*old)[p]; ok {
+			in.relearn.Add(1)
+		}
+	}
+	n := make(map[shapePlace][]string, 1+len(*orEmptyNext(old)))
+	for k, v := range *orEmptyNext(old) {
+		n[k] = v
+	}
+	n[p] = shape
+	in.next.Store(&n)
+}
+
+func orEmptyNext(m *map[shapePlace][]string) *map[shapePlace][]string {
+	if m == nil {
+		return &map[shapePlace][]string{}
+	}
+	return m
 }
 
 const maxShapes = 1024

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -60,5 +62,50 @@ func TestSchemalessShapesConcurrent(t *testing.T) {
 	}
 	if &ea.Key.Names[0] != &eb.Key.Names[0] {
 		t.Error("equal schemaless keys do not share Names")
+	}
+}
+
+// TestSchemalessShapePrediction: objects that share their first field name
+// but not the rest (a column added, dropped, renamed or reordered, fewer or
+// more fields than the prediction) decode to their own names in any order,
+// including after the relearning budget is spent.
+func TestSchemalessShapePrediction(t *testing.T) {
+	shapes := [][]string{
+		{"id", "a", "b"},
+		{"id", "a", "b", "c"},
+		{"id", "a"},
+		{"id"},
+		{"id", "b", "a"},
+		{"id", "a", "x"},
+		{"id", "a\u00e9", "b"}, // a name on the interner's slow path
+	}
+	d := NewDecoder(Options{})
+	ctx := context.Background()
+	for i := 0; i < 3*maxRelearn; i++ {
+		names := shapes[(i*5+i/7)%len(shapes)]
+		var b strings.Builder
+		b.WriteString(`{"op":"c","after":{`)
+		for j, n := range names {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, "%q:%d", n, j)
+		}
+		b.WriteString(`}}`)
+		ev, err := d.Decode(ctx, &source.Record{Topic: "t", Key: []byte(`{"id":1}`), Value: []byte(b.String())})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(ev.After.Names, names) {
+			t.Fatalf("record %d: names %v, want %v", i, ev.After.Names, names)
+		}
+		for j := range names {
+			if got, _ := ev.After.Get(names[j]); got != Number(strconv.Itoa(j)) {
+				t.Fatalf("record %d: %s = %v, want %d", i, names[j], got, j)
+			}
+		}
+	}
+	if n := d.names.relearn.Load(); n != maxRelearn {
+		t.Errorf("relearned %d times, want the budget %d to be used up", n, maxRelearn)
 	}
 }
