@@ -52,7 +52,8 @@ lint: fmt-check vet $(STATICCHECK) ## gofmt check, go vet, staticcheck
 
 .PHONY: unit
 unit: venv stack-pg azurite ## go test -race (Delta read-back checks use the venv; verify/slots tests use Postgres; Azure tests Azurite)
-	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+	# CDC_SINK_NETNS=1: the network-fault tests must run (root + iproute2), not skip
+	CDC_SINK_NETNS=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
 	# gs:// lives behind the gcs build tag (keeps the Google SDK out of the default binary)
 	$(GO) test -race -count=1 -tags gcs -run 'TestGCS' ./cmd/cdc-sink
 

@@ -2,6 +2,7 @@ package source
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -125,6 +126,66 @@ type Consumer struct {
 	mu   sync.Mutex
 	pos  map[TopicPartition]int64 // assigned partitions → next offset to read (-1 unknown)
 	stop map[TopicPartition]int64 // StopAt offsets, nil if unbounded
+
+	brokers brokerState
+}
+
+// BrokerStatus says whether the consumer can reach its cluster: Up while at
+// least one broker connection is up, and since when that has been so.
+type BrokerStatus struct {
+	Up    bool
+	Since time.Time
+}
+
+// brokerState follows broker connectivity. librdkafka reconnects on its own
+// and tells the application nothing while it does, so a sink cut off from
+// its brokers would look healthy; three signals tell: the all-brokers-down
+// error (at once), the statistics event (every statsInterval: which
+// connections are up) and any message received.
+type brokerState struct {
+	mu sync.Mutex
+	BrokerStatus
+}
+
+func (b *brokerState) set(up bool, now time.Time) {
+	b.mu.Lock()
+	if b.Since.IsZero() || b.Up != up {
+		b.Up, b.Since = up, now
+	}
+	b.mu.Unlock()
+}
+
+// statsInterval is librdkafka's statistics.interval.ms unless the
+// configuration sets it.
+const statsInterval = time.Second
+
+// Brokers reports whether the consumer has a broker connection, as of the
+// last Poll (Up with the creation time until the first signal).
+func (c *Consumer) Brokers() BrokerStatus {
+	c.brokers.mu.Lock()
+	defer c.brokers.mu.Unlock()
+	return c.brokers.BrokerStatus
+}
+
+// brokerStats is the part of librdkafka's statistics JSON read here.
+type brokerStats struct {
+	Brokers map[string]struct {
+		State string `json:"state"`
+	} `json:"brokers"`
+}
+
+// onStats updates the broker state from a statistics event.
+func (c *Consumer) onStats(js string, now time.Time) {
+	var st brokerStats
+	if err := json.Unmarshal([]byte(js), &st); err != nil {
+		c.log.Debug("unreadable librdkafka statistics", "err", err)
+		return
+	}
+	up := false
+	for _, b := range st.Brokers {
+		up = up || b.State == "UP"
+	}
+	c.brokers.set(up, now)
 }
 
 // NewConsumer creates the consumer and subscribes it. h may be nil (every partition then starts
@@ -157,6 +218,8 @@ func NewConsumer(cfg ConsumerConfig, h RebalanceHandler) (*Consumer, error) {
 		// queued.max.messages.kbytes.
 		"fetch.queue.backoff.ms":    10,
 		"max.partition.fetch.bytes": 4 << 20,
+		// the statistics event is how broker connectivity is followed (Brokers)
+		"statistics.interval.ms": int(statsInterval.Milliseconds()),
 	}
 	if cfg.SessionTimeout > 0 {
 		cm["session.timeout.ms"] = int(cfg.SessionTimeout.Milliseconds())
@@ -171,6 +234,9 @@ func NewConsumer(cfg ConsumerConfig, h RebalanceHandler) (*Consumer, error) {
 		if _, fixed := fixedConsumerProps[k]; fixed {
 			return nil, fmt.Errorf("source: %s cannot be overridden", k)
 		}
+		if k == "statistics.interval.ms" && fmt.Sprint(v) == "0" {
+			return nil, errors.New("source: statistics.interval.ms cannot be 0: the statistics event is how the sink sees that it lost its brokers")
+		}
 		cm[k] = v
 	}
 	for k, v := range fixedConsumerProps {
@@ -183,6 +249,7 @@ func NewConsumer(cfg ConsumerConfig, h RebalanceHandler) (*Consumer, error) {
 	c := &Consumer{c: kc, h: h, log: log, logCh: logCh, logEnd: make(chan struct{}),
 		topics: append([]string(nil), cfg.Topics...), pos: map[TopicPartition]int64{},
 		pollCtx: context.Background()}
+	c.brokers.set(true, time.Now()) // until a signal says otherwise
 	go c.forwardLogs()
 	subs := append([]string(nil), cfg.Topics...)
 	if cfg.TopicRegex != "" {
@@ -418,9 +485,15 @@ func (c *Consumer) Poll(ctx context.Context, maxRecords int, maxWait time.Durati
 			if c.accept(rec) {
 				out = append(out, rec)
 			}
+			c.brokers.set(true, time.Now())
+		case *kafka.Stats:
+			c.onStats(e.String(), time.Now())
 		case kafka.Error:
 			if e.IsFatal() {
 				return nil, fmt.Errorf("source: fatal consumer error: %w", e)
+			}
+			if e.Code() == kafka.ErrAllBrokersDown {
+				c.brokers.set(false, time.Now())
 			}
 			c.log.Warn("kafka client error (retrying)", "err", e, "code", e.Code().String())
 		}

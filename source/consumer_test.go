@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"sort"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -699,5 +700,51 @@ func TestConsumerSeekBackAndNotAssigned(t *testing.T) {
 	}, func() bool { return len(again) >= 6 })
 	if fmt.Sprint(again) != "[4 5 6 7 8 9]" {
 		t.Fatalf("after seeking partition 0 to 4: offsets %v", again)
+	}
+}
+
+// TestConsumerFollowsBrokerConnectivity: Brokers reports down once the
+// cluster is gone (librdkafka keeps retrying silently, so without it a sink
+// cut off from Kafka looks healthy) and up again once a broker answers on
+// the same address, with Since moving at each change.
+func TestConsumerFollowsBrokerConnectivity(t *testing.T) {
+	cl, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := cl.ListenAddrs()
+	produce(t, addrs, genRecords("t", 1, 5, 0))
+	c, err := NewConsumer(consumerConfig(addrs, "g", "t"), nil)
+	if err != nil {
+		cl.Close()
+		t.Fatal(err)
+	}
+	defer c.Close()
+	n := 0
+	pollUntil(t, c, 30*time.Second, func(recs []*Record) { n += len(recs) }, func() bool { return n == 5 })
+	up := c.Brokers()
+	if !up.Up {
+		t.Fatalf("after reading records: %+v", up)
+	}
+	cl.Close()
+	pollUntil(t, c, 30*time.Second, func([]*Record) {}, func() bool { return !c.Brokers().Up })
+	down := c.Brokers()
+	if !down.Since.After(up.Since) {
+		t.Errorf("down since %v, not after up since %v", down.Since, up.Since)
+	}
+	_, port, _ := net.SplitHostPort(addrs[0])
+	p, _ := strconv.Atoi(port)
+	cl2, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(p), kfake.SeedTopics(1, "t"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl2.Close()
+	pollUntil(t, c, 30*time.Second, func([]*Record) {}, func() bool { return c.Brokers().Up })
+	if again := c.Brokers(); !again.Since.After(down.Since) {
+		t.Errorf("up again since %v, not after down since %v", again.Since, down.Since)
+	}
+	if _, err := NewConsumer(ConsumerConfig{Brokers: []string{"x:1"}, GroupID: "g", Topics: []string{"t"},
+		Extra: map[string]string{"statistics.interval.ms": "0"}}, nil); err == nil {
+		t.Fatal("statistics.interval.ms 0 accepted: broker loss would go unseen")
 	}
 }

@@ -104,6 +104,9 @@ type KafkaConf struct {
 	Topics     []string          `yaml:"topics" doc:"topics to consume"`
 	TopicRegex string            `yaml:"topic_regex" doc:"consume every topic matching this regex"`
 	Properties map[string]string `yaml:"properties" doc:"librdkafka properties passed through (TLS, SASL, ...)"`
+	// UnreachableAfter: librdkafka reconnects by itself, so a short outage
+	// needs no action; a long one should page.
+	UnreachableAfter time.Duration `yaml:"unreachable_after" doc:"/readyz fails (and cdcsink_kafka_connected is 0) once no broker connection has been up for this long"`
 }
 
 // TableConf routes topics to tables.
@@ -165,6 +168,7 @@ func defaultConfig() Config {
 		Sink:   "cdc-sink",
 		Table:  TableConf{PathTemplate: "lake/{prefix}/{schema}.{table}"},
 		Batch:  BatchConf{MaxRecords: 10000, MaxBytes: 64 << 20, MaxInterval: time.Second},
+		Kafka:  KafkaConf{UnreachableAfter: 15 * time.Second},
 		HTTP:   HTTPConf{Listen: "127.0.0.1:8081"},
 		Log:    LogConf{Level: "info", Format: "json"},
 		Merge:  MergeConf{Truncate: "apply", ShutdownGrace: 30 * time.Second},
@@ -494,6 +498,9 @@ func (c *Config) validate() error {
 	}
 	if c.Batch.MaxInterval <= 0 {
 		return bad("batch.max_interval", "must be > 0")
+	}
+	if c.Kafka.UnreachableAfter <= 0 {
+		return bad("kafka.unreachable_after", "must be > 0")
 	}
 	if c.HTTP.Listen != "" {
 		if _, _, err := net.SplitHostPort(c.HTTP.Listen); err != nil {

@@ -80,7 +80,7 @@ func TestMonitoringAssets(t *testing.T) {
 			}
 		}
 	}
-	want := []string{"CdcSinkBatchDurationHigh", "CdcSinkFreshnessHigh", "CdcSinkLagGrowing", "CdcSinkQuarantineRateHigh", "CdcSinkStuckRetrying", "CdcSinkTableVersionStalled"}
+	want := []string{"CdcSinkBatchDurationHigh", "CdcSinkFreshnessHigh", "CdcSinkKafkaUnreachable", "CdcSinkLagGrowing", "CdcSinkQuarantineRateHigh", "CdcSinkStuckRetrying", "CdcSinkTableVersionStalled"}
 	sort.Strings(alerts)
 	if strings.Join(alerts, ",") != strings.Join(want, ",") {
 		t.Errorf("alerts %v, want %v", alerts, want)

@@ -50,7 +50,11 @@ type metrics struct {
 	ready    bool
 	sink     string
 	failures int // consecutive failed batches
-	now      func() time.Time
+	// brokers reports the consumer's broker connectivity (nil until the
+	// consumer exists); /readyz fails once it has been down unreachable long.
+	brokers     func() source.BrokerStatus
+	unreachable time.Duration
+	now         func() time.Time
 }
 
 func newMetrics(sink string) *metrics {
@@ -73,11 +77,48 @@ func newMetrics(sink string) *metrics {
 	m.batchErrors = f.counter("cdcsink_batch_errors_total", "Batches that failed (and were retried or stopped the sink).")
 	m.quarErrors = f.counter("cdcsink_quarantine_write_errors_total", "Failed quarantine writes (retried; the batch waits).")
 	m.batches = f.counter("cdcsink_batches_total", "Micro-batches applied.")
+	f.gaugeFunc("cdcsink_kafka_connected", "1 while the consumer has a broker connection (librdkafka statistics), 0 while it has none.",
+		func() float64 {
+			if up, _ := m.brokerDown(); up {
+				return 1
+			}
+			return 0
+		})
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
+// setBrokers wires the consumer's broker status into /readyz and /metrics.
+func (m *metrics) setBrokers(f func() source.BrokerStatus, unreachableAfter time.Duration) {
+	m.mu.Lock()
+	m.brokers, m.unreachable = f, unreachableAfter
+	m.mu.Unlock()
+}
+
+// brokerDown returns whether a broker connection is up and, when none has
+// been for at least the unreachable-after window, since when.
+func (m *metrics) brokerDown() (up bool, downSince time.Time) {
+	m.mu.Lock()
+	f, after := m.brokers, m.unreachable
+	m.mu.Unlock()
+	if f == nil {
+		return true, time.Time{}
+	}
+	st := f()
+	if st.Up {
+		return true, time.Time{}
+	}
+	if m.now().Sub(st.Since) >= after {
+		return false, st.Since
+	}
+	return false, time.Time{}
+}
+
 type promauto struct{ r *prometheus.Registry }
+
+func (p promauto) gaugeFunc(name, help string, f func() float64) {
+	p.r.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
+}
 
 func (p promauto) counter(name, help string) prometheus.Counter {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
@@ -284,15 +325,21 @@ func (m *metrics) handler() http.Handler {
 		m.mu.Lock()
 		ready, failures, lastErr := m.ready, m.failures, m.lastErr
 		m.mu.Unlock()
+		_, downSince := m.brokerDown()
 		w.Header().Set("Content-Type", "application/json")
 		status := http.StatusOK
 		body := map[string]any{"ready": ready, "consecutiveFailures": failures}
 		if lastErr != "" {
 			body["lastError"] = lastErr
 		}
-		// Ready once consuming; a sink stuck retrying a failing batch is not
-		// ready (it is alive: healthz stays ok while it retries).
-		if !ready || failures >= 3 {
+		if !downSince.IsZero() {
+			body["kafkaUnreachableSince"] = downSince.UTC().Format(time.RFC3339Nano)
+		}
+		// Ready once consuming; a sink stuck retrying a failing batch, or cut
+		// off from every broker for kafka.unreachable_after, is not ready (it
+		// is alive: healthz stays ok while it retries and librdkafka
+		// reconnects).
+		if !ready || failures >= 3 || !downSince.IsZero() {
 			status = http.StatusServiceUnavailable
 		}
 		w.WriteHeader(status)

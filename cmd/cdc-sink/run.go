@@ -151,6 +151,7 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 		return fmt.Errorf("kafka consumer: %w", err)
 	}
 	defer cons.Close()
+	m.setBrokers(cons.Brokers, cfg.Kafka.UnreachableAfter)
 	if h.Bounded {
 		topics := cfg.Kafka.Topics
 		end, err := cons.EndOffsets(ctx, topics)
