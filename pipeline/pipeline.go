@@ -56,6 +56,14 @@ type Observer interface {
 	BatchDone(r *Report)
 }
 
+// RetryObserver is an Observer that also hears of each transient failure
+// of a table's apply before it is retried: retries inside a batch must show
+// (readiness, error counters), or a sink stuck on an unreachable store looks
+// healthy while nothing moves.
+type RetryObserver interface {
+	ApplyRetried(table string, err error)
+}
+
 // Config configures a Pipeline.
 type Config struct {
 	Sink       string // sink name: txn appId and quarantine attribution
@@ -397,6 +405,9 @@ func (p *Pipeline) apply(ctx context.Context, w *tableWork, rep *Report) (*merge
 			return nil, err
 		}
 		p.cfg.Logger.Warn("transient apply failure, retrying", "table", w.name, "err", err, "backoff", back)
+		if ro, ok := p.cfg.Observer.(RetryObserver); ok {
+			ro.ApplyRetried(w.name, err)
+		}
 		select {
 		case <-ctx.Done():
 			return nil, errors.Join(err, ctx.Err())

@@ -157,14 +157,35 @@ func TestProcessRetriesTransientQuarantineAndApply(t *testing.T) {
 	if len(tb.applied) != 1 || len(q.entries) == 0 {
 		t.Fatalf("applied=%d quarantined=%d", len(tb.applied), len(q.entries))
 	}
+	// A RetryObserver hears of the transient apply failure it retried.
+	ro := &retryObs{}
+	p.cfg.Observer = ro
+	tb.fail = quarantine.Transient(errors.New("store unreachable"))
+	if _, err := p.Process(context.Background(), []*source.Record{rec("t", 2, "b", "y")}); err != nil {
+		t.Fatal(err)
+	}
+	if len(ro.retried) != 1 || ro.retried[0] != "tbl: transient: store unreachable" || ro.done != 1 {
+		t.Errorf("observer heard retries %q and %d batches, want one retry of tbl and one batch", ro.retried, ro.done)
+	}
+	p.cfg.Observer = nil
 	// A permanent apply failure is returned, nothing acknowledged.
 	tb.fail = errors.New("corrupt table")
-	if _, err := p.Process(context.Background(), []*source.Record{rec("t", 2, "c", "x")}); err == nil {
+	if _, err := p.Process(context.Background(), []*source.Record{rec("t", 3, "c", "x")}); err == nil {
 		t.Fatal("permanent failure swallowed")
 	}
-	if o, _ := tb.NextOffset("t", 0); o != 2 {
+	if o, _ := tb.NextOffset("t", 0); o != 3 {
 		t.Errorf("offset advanced to %d past a failed batch", o)
 	}
+}
+
+type retryObs struct {
+	retried []string
+	done    int
+}
+
+func (o *retryObs) BatchDone(*Report) { o.done++ }
+func (o *retryObs) ApplyRetried(table string, err error) {
+	o.retried = append(o.retried, table+": "+err.Error())
 }
 
 type sliceSource struct{ batches [][]*source.Record }

@@ -52,6 +52,8 @@ type StorageConf struct {
 		Endpoint  string `yaml:"endpoint" doc:"S3 endpoint override (SeaweedFS, MinIO, R2…); default: the SDK's (AWS_ENDPOINT_URL_S3)"`
 		Region    string `yaml:"region" doc:"S3 region override; default: the SDK's (AWS_REGION)"`
 		PathStyle bool   `yaml:"path_style" doc:"path-style bucket addressing (SeaweedFS/MinIO-style endpoints)"`
+		// a silent store (network partition) must become a retried timeout
+		ResponseTimeout time.Duration `yaml:"response_timeout" doc:"longest wait for an S3 response once a request is sent (0: 2m); a store gone silent then fails the request as transient and the batch is retried"`
 	} `yaml:"s3"`
 	Azure struct {
 		Endpoint string `yaml:"endpoint" doc:"Azure Blob endpoint override (Azurite: http://127.0.0.1:10000/devstoreaccount1)"`
@@ -64,7 +66,7 @@ type StorageConf struct {
 
 func (c StorageConf) options() delta.StorageOptions {
 	return delta.StorageOptions{
-		S3:    delta.S3Options{Endpoint: c.S3.Endpoint, Region: c.S3.Region, PathStyle: c.S3.PathStyle},
+		S3:    delta.S3Options{Endpoint: c.S3.Endpoint, Region: c.S3.Region, PathStyle: c.S3.PathStyle, ResponseTimeout: c.S3.ResponseTimeout},
 		Azure: delta.AzureOptions{Endpoint: c.Azure.Endpoint, Account: c.Azure.Account},
 		GCS:   delta.GCSOptions{Endpoint: c.GCS.Endpoint},
 	}

@@ -39,6 +39,7 @@ func runTestChild() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
+	storageOpts = cfg.Storage.options() // as cmdRun does
 	logger := newLogger(cfg.Log, os.Stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

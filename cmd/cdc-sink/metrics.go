@@ -168,6 +168,11 @@ type tableProgJSON struct {
 	Duplicate int   `json:"duplicate"`
 }
 
+// ApplyRetried implements pipeline.RetryObserver: a transient apply failure
+// retried inside the batch counts as a failed attempt (readiness, the
+// StuckRetrying alert) like a failed batch does.
+func (m *metrics) ApplyRetried(_ string, err error) { m.batchFailed(err) }
+
 // BatchDone implements pipeline.Observer.
 func (m *metrics) BatchDone(r *pipeline.Report) {
 	now := m.now()

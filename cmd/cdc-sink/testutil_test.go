@@ -267,9 +267,28 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 // tableDir is where testConfig routes the stream topic.
 func tableDir(lake string) string { return filepath.Join(lake, "public.orders") }
 
+// checkS3 is how the table checks below reach an s3:// table (set by the
+// test that writes one; tests in this package do not run in parallel).
+var checkS3 struct {
+	opts delta.StorageOptions
+	rs   map[string]string // delta-rs storage options
+}
+
+// checkStorage opens dir, a local directory or an s3:// location.
+func checkStorage(dir string) (delta.Storage, error) {
+	if strings.HasPrefix(dir, "s3://") {
+		return delta.OpenStorage(context.Background(), dir, checkS3.opts)
+	}
+	return delta.NewLocalStorage(dir), nil
+}
+
 // diskVersion is the newest committed version in dir's _delta_log (-1: none).
 func diskVersion(dir string) int64 {
-	v, err := delta.OpenTable(delta.NewLocalStorage(dir), "").LatestVersion(context.Background())
+	st, err := checkStorage(dir)
+	if err != nil {
+		return -1
+	}
+	v, err := delta.OpenTable(st, "").LatestVersion(context.Background())
 	if err != nil {
 		return -1
 	}
@@ -280,7 +299,11 @@ func diskVersion(dir string) int64 {
 // version from the Delta log (not through the running sink's objects).
 func tableProgress(t *testing.T, dir, sink string) (map[int32]int64, int64) {
 	t.Helper()
-	snap, err := delta.OpenTable(delta.NewLocalStorage(dir), "").Snapshot(context.Background())
+	st, err := checkStorage(dir)
+	if err != nil {
+		return map[int32]int64{}, -1
+	}
+	snap, err := delta.OpenTable(st, "").Snapshot(context.Background())
 	if err != nil {
 		return map[int32]int64{}, -1
 	}
@@ -315,7 +338,7 @@ func caughtUp(t *testing.T, dir, sink string, end map[int32]int64) bool {
 func checkTable(t *testing.T, dir, sink string, s *dbzgen.Stream) {
 	t.Helper()
 	ctx := context.Background()
-	tb, err := merge.Open(ctx, dir, merge.Options{Sink: sink})
+	tb, err := merge.Open(ctx, dir, merge.Options{Sink: sink, StorageOptions: checkS3.opts})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +376,12 @@ func checkTable(t *testing.T, dir, sink string, s *dbzgen.Stream) {
 	if ver != diskVersion(dir) || ver != tb.Version() {
 		t.Errorf("versions: snapshot %d, log %d, merge %d", ver, diskVersion(dir), tb.Version())
 	}
-	rs := deltacheck.ReadDeltaRS(t, dir, "")
+	var rs deltacheck.Table
+	if strings.HasPrefix(dir, "s3://") {
+		rs = deltacheck.ReadDeltaRSWith(t, dir, "", checkS3.rs)
+	} else {
+		rs = deltacheck.ReadDeltaRS(t, dir, "")
+	}
 	if rs.Version != ver {
 		t.Errorf("delta-rs reads version %d, table is at %d", rs.Version, ver)
 	}

@@ -120,6 +120,9 @@ func New(ctx context.Context, cfg Config) (*Store, error) {
 		// (transient) timeout, not a commit stuck forever.
 		loaders = append(loaders, config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
 			t.ResponseHeaderTimeout = responseTimeout
+			if cfg.S3.ResponseTimeout > 0 {
+				t.ResponseHeaderTimeout = cfg.S3.ResponseTimeout
+			}
 		})))
 	}
 	awsCfg, err := config.LoadDefaultConfig(ctx, loaders...)
