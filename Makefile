@@ -62,7 +62,7 @@ alerts-test: ## promtool check + unit tests of deploy/prometheus/alerts.yaml (De
 	cd deploy/prometheus && promtool check rules alerts.yaml && promtool test rules alerts_test.yaml
 
 .PHONY: fuzz-smoke
-fuzz-smoke: ## every Fuzz target for FUZZTIME (default 4s) each; FUZZTIME=10m for a long run
+fuzz-smoke: ## every Fuzz target for FUZZTIME (default 10s) each; FUZZTIME=10m for a long run
 	scripts/fuzz-smoke.sh
 
 .PHONY: test

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Fuzz smoke run: every Fuzz target of the module for FUZZTIME (default 4s) each, so a
+# Fuzz smoke run: every Fuzz target of the module for FUZZTIME (default 10s) each, so a
 # decoder or parser change that panics on inputs near the seed corpus fails CI. Targets are
 # found by grep, so a new Fuzz function is included without editing this file. Long runs
 # (≥ 10 minutes per target) are a separate, manual job: FUZZTIME=10m scripts/fuzz-smoke.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-fuzztime=${FUZZTIME:-4s}
+fuzztime=${FUZZTIME:-10s}
 # Minimization is off by default: minimizing a new-coverage input is quadratic in its length,
 # so one kilobyte-sized JSON seed stalls a worker for up to the 60 s default, the run makes no
 # progress (22 execs in 4 s instead of ~30,000), and when -fuzztime expires mid-minimization Go
