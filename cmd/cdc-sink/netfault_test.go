@@ -340,7 +340,8 @@ func forward(t *testing.T, host, target string) string {
 }
 
 // TestObjectStorePartition: the table lives on s3:// (SeaweedFS) behind its
-// own link; cut while batches are being committed, the store goes silent.
+// own link. Cut at start, the sink retries reading its tables instead of
+// exiting; cut while batches are being committed, the store goes silent.
 // Requests time out (storage.s3.response_timeout) as transient errors, the
 // pipeline retries the batch, /readyz turns 503 after three failures while
 // the broker link stays up, nothing is quarantined, and after the heal the
@@ -367,10 +368,19 @@ func TestObjectStorePartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	const lake = "s3://lake-netfault/cdc"
+	// The sink starts while the store is cut: reading the tables of the
+	// assigned partitions fails transiently; it retries (and says so on
+	// /readyz) instead of exiting, and starts once the store is back.
+	sl.partition(t, true)
 	p := n.startSink(t, netSinkConfig(t, sink, brokers[0], lake+"/{schema}.{table}", "",
 		"storage: {s3: {endpoint: \"http://"+storeAddr+"\", path_style: true, response_timeout: 2s}}\n"),
 		"CDC_SINK_STORAGE_S3_ENDPOINT=http://"+storeAddr) // s3Env's variable would win over the file
 	dir := lake + "/public.orders"
+	waitUntil(t, 120*time.Second, "assignment retried while the store is cut", func() bool {
+		p.alive(t)
+		return p.stderr.count("reading the table of an assigned partition failed transiently, retrying") >= 1
+	})
+	sl.partition(t, false)
 	waitUntil(t, 120*time.Second, "the first half applied", func() bool { p.alive(t); return caughtUp(t, dir, sink, offsetsOf(s.Records[:half])) })
 
 	sl.partition(t, true)

@@ -230,13 +230,9 @@ func (s *seekHandler) OnAssign(ctx context.Context, parts []source.TopicPartitio
 		if !ok {
 			continue // control topics: group offset
 		}
-		t, err := s.ctxTables.open(ctx, dir)
+		t, err := s.openRetrying(ctx, tp, dir)
 		if err != nil {
-			return nil, fmt.Errorf("open table for %s: %w", tp, err)
-		}
-		// Another instance may have committed since we last looked.
-		if err := t.Refresh(ctx); err != nil {
-			return nil, fmt.Errorf("refresh table %s: %w", dir, err)
+			return nil, err
 		}
 		if o, ok := t.NextOffset(tp.Topic, tp.Partition); ok {
 			out[tp] = o
@@ -247,6 +243,41 @@ func (s *seekHandler) OnAssign(ctx context.Context, parts []source.TopicPartitio
 	}
 	s.m.setReady(true)
 	return out, nil
+}
+
+// assignRetryBudget bounds how long OnAssign retries a table it cannot read
+// for a transient reason (an object store unreachable at start or during a
+// rebalance): it blocks the consumer's rebalance, so it must stay well under
+// max.poll.interval.ms (5 min by default); past it run exits and its
+// supervisor restarts it.
+var assignRetryBudget = 2 * time.Minute
+
+// openRetrying opens and refreshes the table of an assigned partition,
+// retrying transient failures with backoff (each one counts on /readyz).
+func (s *seekHandler) openRetrying(ctx context.Context, tp source.TopicPartition, dir string) (*merge.Table, error) {
+	deadline := time.Now().Add(assignRetryBudget)
+	back := 100 * time.Millisecond
+	for {
+		t, err := s.ctxTables.open(ctx, dir)
+		if err != nil {
+			err = fmt.Errorf("open table for %s: %w", tp, err)
+		} else if err = t.Refresh(ctx); err != nil { // another instance may have committed since
+			err = fmt.Errorf("refresh table %s: %w", dir, err)
+		} else {
+			return t, nil
+		}
+		if !quarantine.IsTransient(err) || time.Now().Add(back).After(deadline) {
+			return nil, err
+		}
+		s.m.batchFailed(err)
+		s.logger.Warn("reading the table of an assigned partition failed transiently, retrying", "topic", tp.Topic, "partition", tp.Partition, "table", dir, "err", err, "backoff", back)
+		select {
+		case <-ctx.Done():
+			return nil, errors.Join(err, ctx.Err())
+		case <-time.After(back):
+		}
+		back = min(2*back, 5*time.Second)
+	}
 }
 
 func (s *seekHandler) OnRevoke(_ context.Context, parts []source.TopicPartition) error {
