@@ -86,23 +86,63 @@ func (h *History) Entries(ctx context.Context, untilMicros int64) ([]Entry, erro
 		}
 		imgSchema.Columns = append(imgSchema.Columns, normalize.ColumnDef{Name: f.Name, Type: nt, Nullable: true})
 	}
+	// Deletes get their own schema object: merge keeps an in-batch image in
+	// a tombstone only when the delete shares the upsert's *Schema, which
+	// decoded streams do not (a delete's before image is decoded apart).
+	delSchema := &normalize.Schema{Columns: imgSchema.Columns}
 	id := tableID(h.Source)
 	var out []Entry
 	for rec, err := range h.snap.Scan(ctx, delta.ScanOptions{}) {
 		if err != nil {
 			return nil, fmt.Errorf("history %s: %w", h.Location, err)
 		}
-		e, err := entriesOf(rec, lay, imgSchema, id, untilMicros)
+		e, err := entriesOf(rec, lay, imgSchema, delSchema, id)
 		rec.Release()
 		if err != nil {
 			return nil, fmt.Errorf("history %s: %w", h.Location, err)
 		}
 		out = append(out, e...)
 	}
+	if untilMicros != 0 {
+		out = until(out, untilMicros)
+	}
 	slices.SortStableFunc(out, func(a, b Entry) int {
 		if a.BatchID != b.BatchID {
 			return cmp64(a.BatchID, b.BatchID)
 		}
+		return byCoord(a, b)
+	})
+	return out, nil
+}
+
+// until keeps the entries committed at the source at or before us. A record
+// without a source time (a Kafka tombstone) counts at the time of the
+// record before it in its partition — the delete it follows — so a
+// point-in-time rebuild does not apply the tombstone of a later delete.
+func until(es []Entry, us int64) []Entry {
+	slices.SortStableFunc(es, byCoord)
+	out := es[:0]
+	var prevTP normalize.Coord
+	var prevTs int64
+	for _, e := range es {
+		c := e.Change.Coord
+		if c.Topic != prevTP.Topic || c.Partition != prevTP.Partition {
+			prevTP, prevTs = c, 0
+		}
+		ts := e.Change.SourceTsMicros
+		if ts == 0 {
+			ts = prevTs
+		}
+		prevTs = ts
+		if ts <= us {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func byCoord(a, b Entry) int {
+	{
 		ca, cb := a.Change.Coord, b.Change.Coord
 		if c := strings.Compare(ca.Topic, cb.Topic); c != 0 {
 			return c
@@ -111,8 +151,7 @@ func (h *History) Entries(ctx context.Context, untilMicros int64) ([]Entry, erro
 			return cmp64(int64(ca.Partition), int64(cb.Partition))
 		}
 		return cmp64(ca.Offset, cb.Offset)
-	})
-	return out, nil
+	}
 }
 
 func cmp64(a, b int64) int {
@@ -141,7 +180,7 @@ func tableID(s string) normalize.TableID {
 	return id
 }
 
-func entriesOf(rec arrow.RecordBatch, lay *layoutOf, img *normalize.Schema, id normalize.TableID, until int64) ([]Entry, error) {
+func entriesOf(rec arrow.RecordBatch, lay *layoutOf, img, delImg *normalize.Schema, id normalize.TableID) ([]Entry, error) {
 	col := map[string]arrow.Array{}
 	for i, f := range rec.Schema().Fields() {
 		col[f.Name] = rec.Column(i)
@@ -156,9 +195,6 @@ func entriesOf(rec arrow.RecordBatch, lay *layoutOf, img *normalize.Schema, id n
 	out := make([]Entry, 0, rec.NumRows())
 	for i := 0; i < int(rec.NumRows()); i++ {
 		ts, _ := get(layout.ColSourceTs, i).(int64)
-		if until != 0 && ts > until {
-			continue
-		}
 		op, _ := get(layout.ColOp, i).(string)
 		ver, err := versioning.ParseVersion(fmt.Sprint(get(layout.ColVersion, i)))
 		if err != nil {
@@ -188,16 +224,16 @@ func entriesOf(rec arrow.RecordBatch, lay *layoutOf, img *normalize.Schema, id n
 				c.Key[j] = get(k, i)
 			}
 		}
-		image := layout.HistAfter
+		image, sch := layout.HistAfter, img
 		if c.Op == normalize.OpDelete {
-			image = layout.HistBefore
+			image, sch = layout.HistBefore, delImg
 		}
 		if row, ok := get(image, i).([]any); ok {
-			c.Schema, c.Row = img, row
+			c.Schema, c.Row = sch, row
 			if un, ok := get(layout.HistUnavailable, i).([]any); ok {
 				for _, n := range un {
 					name, _ := n.(string)
-					if j := img.Index(name); j >= 0 {
+					if j := sch.Index(name); j >= 0 {
 						c.Row[j] = normalize.Unavailable
 					}
 				}
