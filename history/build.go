@@ -254,8 +254,8 @@ func (l *layoutOf) row(c *normalize.Change, o merge.Outcome, m rowMeta, p *table
 	set(layout.ColVersion, c.Version.String())
 	if c.SourceTsMicros != 0 {
 		set(layout.ColSourceTs, c.SourceTsMicros)
-		set(layout.HistSourceDate, sourceDate(c.SourceTsMicros))
 	}
+	set(layout.HistSourceDate, rowDate(c, m.Now))
 	if c.HasTxID {
 		set(layout.HistTxID, c.TxID)
 	}
@@ -267,6 +267,16 @@ func (l *layoutOf) row(c *normalize.Change, o merge.Outcome, m rowMeta, p *table
 	set(layout.ColBatchID, m.BatchID)
 	set(layout.ColIngestTs, m.Now.UnixMicro())
 	return r
+}
+
+// rowDate is the partition of c's row: its source commit date, or for a
+// record without a source time (a Kafka tombstone) the ingest date, so
+// retention purges it too.
+func rowDate(c *normalize.Change, now time.Time) int32 {
+	if c.SourceTsMicros != 0 {
+		return sourceDate(c.SourceTsMicros)
+	}
+	return sourceDate(now.UnixMicro())
 }
 
 // sourceDate is the UTC date of a source commit time, as days since the epoch.

@@ -22,7 +22,8 @@ type PurgeStats struct {
 // Purge removes, in one commit, every data file of the history partitions
 // whose source date is before cutoff's UTC date. It is a metadata-only
 // delete (remove actions): the files stay readable by time travel until
-// vacuum deletes them. Rows without a source time (partition null) are kept.
+// vacuum deletes them. Rows without a source time are in the partition of
+// their ingest date.
 func Purge(ctx context.Context, location string, store delta.Storage, so delta.StorageOptions, cutoff time.Time, now time.Time) (PurgeStats, error) {
 	st := PurgeStats{Version: -1}
 	if store == nil {

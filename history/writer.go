@@ -225,10 +225,7 @@ func (w *Writer) writeOnce(ctx context.Context, in Input) (int, error) {
 	for _, i := range keep {
 		c := in.Changes[i]
 		r := lay.row(c, in.Outcomes[i], meta, w.priv)
-		d := ""
-		if c.SourceTsMicros != 0 {
-			d = dateString(sourceDate(c.SourceTsMicros))
-		}
+		d := dateString(rowDate(c, meta.Now))
 		if _, ok := byDate[d]; !ok {
 			dates = append(dates, d)
 		}
@@ -249,11 +246,7 @@ func (w *Writer) writeOnce(ctx context.Context, in Input) (int, error) {
 		if err != nil {
 			return 0, fmt.Errorf("history %s: encode batch %d: %w", w.loc, in.BatchID, err)
 		}
-		var pv *string
-		if d != "" {
-			pv = &d
-		}
-		add, err := w.tbl.PutDataFile(ctx, buf.Bytes(), st.StatsJSON, partCols, map[string]*string{layout.HistSourceDate: pv})
+		add, err := w.tbl.PutDataFile(ctx, buf.Bytes(), st.StatsJSON, partCols, map[string]*string{layout.HistSourceDate: &d})
 		if err != nil {
 			return 0, fmt.Errorf("history %s: %w", w.loc, err)
 		}

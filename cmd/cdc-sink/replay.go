@@ -42,8 +42,31 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	widening := fs.String("widening", string(merge.WidenRewrite), "rewrite | type_widening | off: how a column whose source type widened is followed (docs/types.md)")
 	rulesFile := fs.String("rules", "", "YAML file with data-quality rules (a rules: list, e.g. the run config; docs/rules.md)")
 	configFile := fs.String("config", "", "a run config file: replay applies its rules: (as --rules does)")
+	histTable := fs.String("history-table", "", "also append every accepted change to this history table (docs/history.md)")
+	fromHistory := fs.String("from-history", "", "rebuild --table from this history table instead of reading records")
+	until := fs.String("until", "", "with --from-history: only changes committed at the source at or before this RFC 3339 time")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *fromHistory != "" {
+		if *table == "" {
+			return errors.New("--table is required")
+		}
+		if err := tableArg("replay", *table); err != nil {
+			return err
+		}
+		if len(files) > 0 || len(topics) > 0 || *histTable != "" {
+			return errors.New("--from-history reads no records: --from-file, --topics and --history-table do not apply")
+		}
+		return replayFromHistory(ctx, *fromHistory, *table, *sink, *until, *foreign, stdout)
+	}
+	if *until != "" {
+		return errors.New("--until applies to --from-history only")
+	}
+	if *histTable != "" {
+		if err := tableArg("replay", *histTable); err != nil {
+			return err
+		}
 	}
 	if *configFile != "" && *rulesFile != "" {
 		return errors.New("--config and --rules both name rules: give one")
@@ -106,6 +129,10 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		AllowForeignSink: *foreign,
 		Rules:            rs,
 		Logger:           logger,
+	}
+	if *histTable != "" {
+		h := *histTable
+		setup.History = func(topic string) (string, bool) { return h, !isControlTopic(topic) }
 	}
 	if *registry != "" {
 		setup.Registry = newRegistry(*registry)
