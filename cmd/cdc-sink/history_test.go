@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/cdcsink/cdc-sink/internal/dbzgen"
 	"github.com/cdcsink/cdc-sink/internal/deltacheck"
+	"github.com/cdcsink/cdc-sink/merge"
+	"github.com/cdcsink/cdc-sink/source"
 )
 
 // TestHistoryRunRebuildPurge: `run` with history.path_template writes a
@@ -105,4 +108,72 @@ func FuzzParseAge(f *testing.F) {
 			t.Fatalf("parseAge(%q) = %v", s, d)
 		}
 	})
+}
+
+// TestReplayConfigRoutesLikeRun: `replay --config` with a run config routes
+// each topic to its table and history table (tables.path_template,
+// history.path_template) as run does: a two-table file ends in two tables
+// equal to the generator's state and two histories holding each record.
+func TestReplayConfigRoutesLikeRun(t *testing.T) {
+	lake := t.TempDir()
+	var all []*source.Record
+	streams := map[string]*dbzgen.Stream{}
+	for i, tbl := range []string{"orders", "items"} {
+		s := dbzgen.Generate(dbzgen.Config{Seed: int64(30 + i), Prefix: "loja", Schema: "public", Table: tbl, Partitions: 1,
+			Keys: 40, Events: 120, SnapshotRows: 20, Tombstones: true, TxSize: 2, ToastEvery: 4})
+		streams[tbl] = s
+		all = append(all, s.Records...)
+	}
+	in := filepath.Join(t.TempDir(), "in.jsonl")
+	var buf bytes.Buffer
+	for _, r := range all {
+		if err := source.WriteJSONLine(&buf, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(in, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(t.TempDir(), "run.yaml")
+	yaml := "sink: live\ntables:\n  path_template: " + filepath.Join(lake, "{schema}.{table}") +
+		"\nhistory:\n  path_template: " + filepath.Join(lake, "history", "{table}") + "\n"
+	if err := os.WriteFile(conf, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := realMain(context.Background(), []string{"replay", "--config", conf, "--from-file", in, "--sink-name", "live", "--quiet"}, &out, &errb); code != 0 {
+		t.Fatalf("replay --config: exit %d: %s", code, errb.String())
+	}
+	for tbl, s := range streams {
+		dir := filepath.Join(lake, "public."+tbl)
+		if tbl == "orders" {
+			checkTable(t, dir, "live", s) // its progress helper knows this topic only
+		} else {
+			tb, err := merge.Open(context.Background(), dir, merge.Options{Sink: "live"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows, err := tb.Rows(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if bad := compareExpected(rows, s.Expected()); bad != "" {
+				t.Errorf("%s differs from the source model: %s", tbl, bad)
+			}
+		}
+		if n := len(deltacheck.ReadDeltaRS(t, filepath.Join(lake, "history", tbl), "").Rows); n != len(s.Records) {
+			t.Fatalf("history of %s: %d rows, %d records", tbl, n, len(s.Records))
+		}
+	}
+	if !strings.Contains(out.String(), "public.items") || !strings.Contains(out.String(), "public.orders") {
+		t.Errorf("replay output names not both tables: %q", out.String())
+	}
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("history:\n  path_template: "+lake+"/h/{table}\n  hash_columns: [note]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	errb.Reset()
+	if code := realMain(context.Background(), []string{"replay", "--config", bad, "--from-file", in, "--quiet"}, &out, &errb); code == 0 || !strings.Contains(errb.String(), "salt") {
+		t.Errorf("hash_columns without salt: exit %d %q", code, errb.String())
+	}
 }

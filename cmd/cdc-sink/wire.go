@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 
@@ -104,6 +105,18 @@ func (ts *tableSet) open(ctx context.Context, dir string) (*merge.Table, error) 
 	}
 	ts.tables[dir] = t
 	return t, nil
+}
+
+// dirs lists the opened tables' locations, sorted.
+func (ts *tableSet) dirs() []string {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	out := make([]string, 0, len(ts.tables))
+	for d := range ts.tables {
+		out = append(out, d)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // observe hands the tables' row counts and per-partition offsets to the
