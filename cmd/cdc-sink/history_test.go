@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -175,5 +176,15 @@ func TestReplayConfigRoutesLikeRun(t *testing.T) {
 	errb.Reset()
 	if code := realMain(context.Background(), []string{"replay", "--config", bad, "--from-file", in, "--quiet"}, &out, &errb); code == 0 || !strings.Contains(errb.String(), "salt") {
 		t.Errorf("hash_columns without salt: exit %d %q", code, errb.String())
+	}
+}
+
+// The history salt is a secret: config dumps (logs, status) never show it.
+func TestHistorySaltRedacted(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.History.HashSalt = "pepper-123"
+	got := fmt.Sprint(cfg.Redacted())
+	if strings.Contains(got, "pepper-123") {
+		t.Fatalf("salt in the redacted config: %s", got)
 	}
 }
