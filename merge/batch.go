@@ -33,6 +33,10 @@ type Batch struct {
 	// commits would let a zombie move progress and versioning state. Nil: no
 	// fence (single-writer tools: replay from a file, redrive).
 	From map[TP]int64
+	// BeforeCommit, when set, is told each change's outcome before the
+	// table's commit is written (history tables: written first, so a crash
+	// between the two commits is caught up by recomputing the same outcomes).
+	BeforeCommit BeforeCommitFunc
 }
 
 // Reject is a change the merge refuses (version_conflict, schema_mismatch…).
@@ -61,4 +65,8 @@ type Result struct {
 	// Attempts is the number of commit attempts (plans) the batch took;
 	// Conflicts those lost to a concurrent writer (Attempts-1).
 	Attempts, Conflicts int
+	// Outcomes is what the table did with each change (aligned with
+	// Batch.Changes); nil when the table did not exist and nothing was
+	// creatable.
+	Outcomes []Outcome
 }

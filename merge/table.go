@@ -526,6 +526,7 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 	}()
 	usable := make([]*normalize.Change, 0, len(b.Changes))
 	usableIdx := make([]int, 0, len(b.Changes))
+	var ignored []int
 	for i, c := range b.Changes {
 		if c.Schema != nil && c.Row != nil {
 			if m := t.mapping(c.Schema); m.err != nil {
@@ -539,6 +540,7 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 		}
 		if c.Op == normalize.OpTruncate && t.opts.Truncate == TruncateIgnore {
 			res.Stale++
+			ignored = append(ignored, i)
 			continue
 		}
 		if c.Op != normalize.OpTruncate && len(c.Key) != len(t.st.keyCols) {
@@ -591,11 +593,17 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 	if err := reject(ctx, batchID, rejects); err != nil {
 		return nil, fmt.Errorf("quarantine batch %d: %w", batchID, err)
 	}
+	res.Outcomes = folded.outcomes(len(b.Changes), usableIdx, rejects, ignored)
 	if len(finals) == 0 && !offsetsMove {
 		// nothing written with the evolved schema: it is reverted (defer)
 		res.Version = t.st.version
 		res.BatchID = t.st.batchID
 		return res, nil
+	}
+	if b.BeforeCommit != nil {
+		if err := b.BeforeCommit(ctx, batchID, res.Outcomes); err != nil {
+			return nil, fmt.Errorf("batch %d before commit: %w", batchID, err)
+		}
 	}
 	writeStart := time.Now()
 	pre := &plan{}

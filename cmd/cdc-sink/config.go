@@ -32,6 +32,7 @@ type Config struct {
 	Sink    string       `yaml:"sink" doc:"sink name: txn appId, table owner, consumer group default, quarantine topic prefix"`
 	Kafka   KafkaConf    `yaml:"kafka"`
 	Table   TableConf    `yaml:"tables"`
+	History HistoryConf  `yaml:"history"`
 	Reg     RegConf      `yaml:"registry"`
 	Batch   BatchConf    `yaml:"batch"`
 	Quar    QuarConf     `yaml:"quarantine"`
@@ -491,6 +492,9 @@ func (c *Config) validate() error {
 		if _, err := checkLocation(c.Table.Map[topic]); err != nil {
 			return bad("tables.map", "topic %s: %v", topic, err)
 		}
+	}
+	if err := c.History.validate(bad); err != nil {
+		return err
 	}
 	if c.Batch.MaxRecords <= 0 {
 		return bad("batch.max_records", "must be > 0")

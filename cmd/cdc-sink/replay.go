@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,9 +42,32 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	onDrop := fs.String("on-drop-column", string(merge.DropKeep), "keep | drop: what happens to a table column the source dropped")
 	widening := fs.String("widening", string(merge.WidenRewrite), "rewrite | type_widening | off: how a column whose source type widened is followed (docs/types.md)")
 	rulesFile := fs.String("rules", "", "YAML file with data-quality rules (a rules: list, e.g. the run config; docs/rules.md)")
-	configFile := fs.String("config", "", "a run config file: replay applies its rules: (as --rules does)")
+	configFile := fs.String("config", "", "a run config file: replay routes topics to tables and history tables (tables.*, history.*), and takes its rules:, storage.*, schema.* and merge.truncate, as run does; --table, when given, still takes every topic")
+	histTable := fs.String("history-table", "", "also append every accepted change to this history table (docs/history.md)")
+	fromHistory := fs.String("from-history", "", "rebuild --table from this history table instead of reading records")
+	until := fs.String("until", "", "with --from-history: only changes committed at the source at or before this RFC 3339 time")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *fromHistory != "" {
+		if *table == "" {
+			return errors.New("--table is required")
+		}
+		if err := tableArg("replay", *table); err != nil {
+			return err
+		}
+		if len(files) > 0 || len(topics) > 0 || *histTable != "" {
+			return errors.New("--from-history reads no records: --from-file, --topics and --history-table do not apply")
+		}
+		return replayFromHistory(ctx, *fromHistory, *table, *sink, *until, *foreign, stdout)
+	}
+	if *until != "" {
+		return errors.New("--until applies to --from-history only")
+	}
+	if *histTable != "" {
+		if err := tableArg("replay", *histTable); err != nil {
+			return err
+		}
 	}
 	if *configFile != "" && *rulesFile != "" {
 		return errors.New("--config and --rules both name rules: give one")
@@ -52,6 +76,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	var cfg *Config
 	if *configFile != "" {
 		// a run config without rules: is fine here
 		if rs, err = loadRulesFile(*configFile); errors.Is(err, rules.ErrNoRules) {
@@ -60,12 +85,18 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err != nil {
 			return err
 		}
+		if cfg, err = replayConfig(*configFile, os.Getenv); err != nil {
+			return err
+		}
+		storageOpts = cfg.Storage.options()
 	}
-	if *table == "" {
-		return errors.New("--table is required")
+	if *table == "" && cfg == nil {
+		return errors.New("--table is required (or --config routing topics to tables)")
 	}
-	if err := tableArg("replay", *table); err != nil {
-		return err
+	if *table != "" {
+		if err := tableArg("replay", *table); err != nil {
+			return err
+		}
 	}
 	if len(files) == 0 && len(topics) == 0 {
 		return errors.New("give --from-file PATH or --topics T")
@@ -95,6 +126,8 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer closeQ()
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	setup := &sinkSetup{
 		Sink:             *sink,
 		Widening:         wmode,
@@ -107,6 +140,13 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		Rules:            rs,
 		Logger:           logger,
 	}
+	if cfg != nil {
+		applyReplayConfig(setup, cfg, *table, set)
+	}
+	if *histTable != "" {
+		h := *histTable
+		setup.History = func(topic string) (string, bool) { return h, !isControlTopic(topic) }
+	}
 	if *registry != "" {
 		setup.Registry = newRegistry(*registry)
 	}
@@ -115,8 +155,10 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	// Open (or refuse) the table before reading anything.
-	if _, err := ts.open(ctx, *table); err != nil {
-		return err
+	if *table != "" {
+		if _, err := ts.open(ctx, *table); err != nil {
+			return err
+		}
 	}
 	prog := newProgress(stderr, !*quiet)
 	r := &pipeline.Runner{P: p, Trigger: pipeline.Trigger{MaxRecords: *batch, MaxInterval: time.Hour}}
@@ -141,17 +183,27 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			}
 		}
 	} else {
-		if err := replayKafka(ctx, r, prog, ts, logger, *table, *sink, *brokers, splitList(topics), *starting); err != nil {
+		if err := replayKafka(ctx, r, prog, ts, logger, setup.Route, *sink, *brokers, splitList(topics), *starting); err != nil {
 			return err
 		}
 	}
 	prog.finish()
-	t, err := ts.open(ctx, *table)
-	if err != nil {
-		return err
+	dirs := ts.dirs()
+	if *table != "" && len(dirs) == 0 {
+		dirs = []string{*table}
 	}
-	live, deleted := t.LiveRows()
-	fmt.Fprintf(stdout, "table %s version %d: %d live rows, %d tombstones; %s\n", *table, t.Version(), live, deleted, prog.summary())
+	for i, dir := range dirs {
+		t, err := ts.open(ctx, dir)
+		if err != nil {
+			return err
+		}
+		live, deleted := t.LiveRows()
+		fmt.Fprintf(stdout, "table %s version %d: %d live rows, %d tombstones", dir, t.Version(), live, deleted)
+		if i == len(dirs)-1 {
+			fmt.Fprintf(stdout, "; %s", prog.summary())
+		}
+		fmt.Fprintln(stdout)
+	}
 	return nil
 }
 
@@ -196,13 +248,21 @@ var errNoQuarantine = errors.New("no quarantine destination")
 
 // replayKafka consumes topics from the starting point up to the end offsets
 // captured now, with a group of its own, then stops.
-func replayKafka(ctx context.Context, r *pipeline.Runner, prog *progress, ts *tableSet, logger *slog.Logger, table, sink, brokers string, topics []string, starting string) error {
+func replayKafka(ctx context.Context, r *pipeline.Runner, prog *progress, ts *tableSet, logger *slog.Logger, route func(string) (string, bool), sink, brokers string, topics []string, starting string) error {
 	if len(topics) == 0 {
 		return errors.New("--topics is empty")
 	}
-	t, err := ts.open(ctx, table)
-	if err != nil {
-		return err
+	// the progress of a partition is in the table its topic routes to
+	next := func(topic string, p int32) (int64, bool) {
+		dir, ok := route(topic)
+		if !ok {
+			return 0, false
+		}
+		t, err := ts.open(ctx, dir)
+		if err != nil {
+			return 0, false // the pipeline's Route reports it
+		}
+		return t.NextOffset(topic, p)
 	}
 	var start map[source.TopicPartition]int64
 	startAt := func(c *source.Consumer) error {
@@ -234,7 +294,7 @@ func replayKafka(ctx context.Context, r *pipeline.Runner, prog *progress, ts *ta
 			return err
 		}
 	}
-	h := &replayHandler{table: t, start: &start}
+	h := &replayHandler{next: next, start: &start}
 	c, err := source.NewConsumer(source.ConsumerConfig{
 		Brokers: strings.Split(brokers, ","), GroupID: sink + ".replay." + strconv.FormatInt(time.Now().UnixNano(), 36),
 		Topics: topics, AutoOffsetReset: "earliest", Logger: logger,
@@ -254,7 +314,7 @@ func replayKafka(ctx context.Context, r *pipeline.Runner, prog *progress, ts *ta
 	var total int64
 	for tp, e := range end {
 		s := start[tp]
-		if o, ok := t.NextOffset(tp.Topic, tp.Partition); ok && o > s {
+		if o, ok := next(tp.Topic, tp.Partition); ok && o > s {
 			s = o
 		}
 		if e > s {
@@ -269,7 +329,7 @@ func replayKafka(ctx context.Context, r *pipeline.Runner, prog *progress, ts *ta
 // replayHandler seeks each assigned partition to the table's progress, or
 // to the requested start.
 type replayHandler struct {
-	table *merge.Table
+	next  func(topic string, partition int32) (int64, bool)
 	start *map[source.TopicPartition]int64
 }
 
@@ -280,7 +340,7 @@ func (h *replayHandler) OnAssign(_ context.Context, parts []source.TopicPartitio
 		if s, ok := (*h.start)[tp]; ok {
 			off = s
 		}
-		if o, ok := h.table.NextOffset(tp.Topic, tp.Partition); ok && o > off {
+		if o, ok := h.next(tp.Topic, tp.Partition); ok && o > off {
 			off = o
 		}
 		out[tp] = off
@@ -350,3 +410,88 @@ func (p *progress) summary() string {
 }
 
 func (refuseWriter) Close() error { return nil }
+
+// replayConfig reads the parts of a run config a replay uses: the file over
+// the defaults, then CDC_SINK_* (history.hash_salt and storage secrets
+// usually come from there). Kafka and HTTP settings are run's and not
+// checked; the routing, history and storage keys are, before anything is
+// written.
+func replayConfig(file string, getenv func(string) string) (*Config, error) {
+	cfg := defaultConfig()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("--config: %w", err)
+	}
+	if err := applyYAML(&cfg, file, b); err != nil {
+		return nil, err
+	}
+	for _, l := range leaves(&cfg) {
+		if v := getenv(envName(l.path)); v != "" {
+			if err := setLeaf(l, v); err != nil {
+				return nil, fmt.Errorf("config key %s (from %s): %w", l.path, envName(l.path), err)
+			}
+		}
+	}
+	bad := func(key, format string, a ...any) error {
+		return fmt.Errorf("config %s: key %s: %s", file, key, fmt.Sprintf(format, a...))
+	}
+	if cfg.Table.PathTemplate != "" {
+		sample, _ := routeTemplate(cfg.Table.PathTemplate)("prefix.schema.table")
+		if _, err := checkLocation(sample); err != nil {
+			return nil, bad("tables.path_template", "%q: %v", cfg.Table.PathTemplate, err)
+		}
+	}
+	for topic, loc := range cfg.Table.Map {
+		if _, err := checkLocation(loc); err != nil {
+			return nil, bad("tables.map", "topic %s: %v", topic, err)
+		}
+	}
+	if err := cfg.History.validate(bad); err != nil {
+		return nil, err
+	}
+	if _, err := merge.ParseWideningMode(cfg.Schema.Widening); err != nil {
+		return nil, bad("schema.widening", "%v", err)
+	}
+	if _, err := merge.ParseDropMode(cfg.Schema.OnDropColumn); err != nil {
+		return nil, bad("schema.on_drop_column", "%v", err)
+	}
+	if _, err := merge.ParseColumnMapping(cfg.Schema.ColumnMapping); err != nil {
+		return nil, bad("schema.column_mapping", "%v", err)
+	}
+	return &cfg, nil
+}
+
+// applyReplayConfig routes like run (tables.map, then tables.path_template,
+// unless --table takes every topic), with run's history tables and
+// privacy, key columns and merge/schema settings (flags given explicitly win).
+func applyReplayConfig(s *sinkSetup, cfg *Config, table string, set map[string]bool) {
+	if table == "" {
+		tmpl := routeTemplate(cfg.Table.PathTemplate)
+		s.Route = func(topic string) (string, bool) {
+			if d, ok := cfg.Table.Map[topic]; ok {
+				return canonLocation(d), true
+			}
+			if cfg.Table.PathTemplate == "" {
+				return "", false
+			}
+			return tmpl(topic)
+		}
+	}
+	s.History = cfg.History.route()
+	s.Privacy = cfg.History.privacy()
+	if !set["key-columns"] && len(cfg.Table.KeyColumns) > 0 {
+		s.KeyColumns = cfg.Table.KeyColumns
+	}
+	if cfg.Merge.Truncate != "" {
+		s.Truncate = merge.TruncateMode(cfg.Merge.Truncate)
+	}
+	if !set["widening"] && cfg.Schema.Widening != "" {
+		s.Widening = merge.WideningMode(cfg.Schema.Widening)
+	}
+	if !set["on-drop-column"] && cfg.Schema.OnDropColumn != "" {
+		s.OnDropColumn = merge.DropMode(cfg.Schema.OnDropColumn)
+	}
+	if !set["column-mapping"] && cfg.Schema.ColumnMapping != "" {
+		s.ColumnMapping = cfg.Schema.ColumnMapping
+	}
+}

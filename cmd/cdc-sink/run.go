@@ -128,6 +128,8 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 		Observer:      m,
 		Fence:         true,
 		Fault:         h.Fault,
+		History:       cfg.History.route(),
+		Privacy:       cfg.History.privacy(),
 	}
 	p, ts, err := buildPipeline(setup)
 	if err != nil {

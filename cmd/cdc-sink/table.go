@@ -28,6 +28,7 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		{"purge-tombstones", "remove tombstone rows older than --older-than (default 168h)", tablePurge},
 		{"vacuum", "delete unreferenced files older than --retention (dry run unless --dry-run=false)", tableVacuum},
 		{"cleanup-log", "delete log files older than delta.logRetentionDuration that a checkpoint covers", tableCleanupLog},
+		{"purge-history", "drop history partitions whose source date is older than --older-than (90d); vacuum deletes the files", tablePurgeHistory},
 		{"alter", "change a column's type, converting its values (--column C --type T; after a schema_mismatch)", tableAlter},
 	}, args, stdout, stderr)
 }

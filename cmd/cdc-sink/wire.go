@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sort"
 	"strings"
 	"sync"
 
 	"github.com/cdcsink/cdc-sink/envelope"
+	"github.com/cdcsink/cdc-sink/history"
 	"github.com/cdcsink/cdc-sink/merge"
 	"github.com/cdcsink/cdc-sink/normalize"
 	"github.com/cdcsink/cdc-sink/pipeline"
@@ -39,6 +41,9 @@ type sinkSetup struct {
 	Fence bool
 	// Fault is handed to merge.Options.Fault (tests only: runHooks).
 	Fault func(merge.FaultPoint) error
+	// History (may be nil) maps a topic to its history table (docs/history.md).
+	History func(topic string) (dir string, ok bool)
+	Privacy history.Privacy
 }
 
 // tableSet opens each table once and hands it to the pipeline's router.
@@ -46,6 +51,43 @@ type tableSet struct {
 	mu     sync.Mutex
 	setup  *sinkSetup
 	tables map[string]*merge.Table
+	// tracked: tables with a history, by table location
+	tracked map[string]*history.Tracked
+}
+
+// route is the pipeline's table for a topic: the current table, wrapped
+// with its history table when the topic has one.
+func (ts *tableSet) route(ctx context.Context, topic, dir string) (pipeline.Table, error) {
+	t, err := ts.open(ctx, dir)
+	if err != nil {
+		return nil, err
+	}
+	if ts.setup.History == nil {
+		return t, nil
+	}
+	hdir, ok := ts.setup.History(topic)
+	if !ok {
+		return t, nil
+	}
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if tr, ok := ts.tracked[dir]; ok {
+		if tr.History.Location() != hdir {
+			return nil, fmt.Errorf("topics routed to table %s route to two history tables (%s, %s)", dir, tr.History.Location(), hdir)
+		}
+		return tr, nil
+	}
+	hw, err := history.Open(ctx, hdir, history.Options{Sink: ts.setup.Sink, Privacy: ts.setup.Privacy, StorageOptions: storageOpts,
+		Logger: ts.setup.Logger, Fault: ts.setup.Fault})
+	if err != nil {
+		return nil, fmt.Errorf("history of %s: %w", dir, err)
+	}
+	if ts.tracked == nil {
+		ts.tracked = map[string]*history.Tracked{}
+	}
+	tr := &history.Tracked{Table: t, History: hw}
+	ts.tracked[dir] = tr
+	return tr, nil
 }
 
 func (ts *tableSet) open(ctx context.Context, dir string) (*merge.Table, error) {
@@ -63,6 +105,18 @@ func (ts *tableSet) open(ctx context.Context, dir string) (*merge.Table, error) 
 	}
 	ts.tables[dir] = t
 	return t, nil
+}
+
+// dirs lists the opened tables' locations, sorted.
+func (ts *tableSet) dirs() []string {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	out := make([]string, 0, len(ts.tables))
+	for d := range ts.tables {
+		out = append(out, d)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // observe hands the tables' row counts and per-partition offsets to the
@@ -85,7 +139,8 @@ func buildPipeline(s *sinkSetup) (*pipeline.Pipeline, *tableSet, error) {
 	}
 	ts := &tableSet{setup: s, tables: map[string]*merge.Table{}}
 	dec := envelope.NewDecoder(envelope.Options{Registry: s.Registry})
-	norm, err := normalize.New(normalize.Options{KeyColumns: s.KeyColumns, KeepBefore: s.Rules.UsesBefore()})
+	// history tables store before images of updates
+	norm, err := normalize.New(normalize.Options{KeyColumns: s.KeyColumns, KeepBefore: s.Rules.UsesBefore() || s.History != nil})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -107,7 +162,7 @@ func buildPipeline(s *sinkSetup) (*pipeline.Pipeline, *tableSet, error) {
 			if !ok {
 				return nil, "", false, nil
 			}
-			t, err := ts.open(ctx, dir)
+			t, err := ts.route(ctx, topic, dir)
 			if err != nil {
 				return nil, "", false, err
 			}

@@ -27,7 +27,7 @@ func String(s string) string {
 // IsSecretKey reports whether a configuration key names a secret.
 func IsSecretKey(k string) bool {
 	k = strings.ToLower(k)
-	for _, w := range []string{"password", "secret", "token", "user.info", "credentials", "dsn"} {
+	for _, w := range []string{"password", "secret", "token", "user.info", "credentials", "dsn", "salt"} {
 		if strings.Contains(k, w) {
 			return true
 		}

@@ -1,0 +1,295 @@
+// Building history rows: the table schema of a source table's history and one row per accepted change.
+
+package history
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cdcsink/cdc-sink/delta/schema"
+	"github.com/cdcsink/cdc-sink/layout"
+	"github.com/cdcsink/cdc-sink/merge"
+	"github.com/cdcsink/cdc-sink/normalize"
+)
+
+// metaFields follow the key columns, the op and the images in every history
+// table; the partition column _cdc_source_date is among them.
+func metaFields(keyStruct *schema.StructType) []*schema.StructField {
+	return []*schema.StructField{
+		schema.NewField(layout.HistUnavailable, &schema.ArrayType{ElementType: schema.String, ContainsNull: false}, true),
+		schema.NewField(layout.HistOldKey, keyStruct, true),
+		schema.NewField(layout.HistKeyMoved, schema.Boolean, false),
+		schema.NewField(layout.HistTombstone, schema.Boolean, false),
+		schema.NewField(layout.ColVersion, schema.String, false),
+		schema.NewField(layout.ColSourceTs, schema.Timestamp, true),
+		schema.NewField(layout.HistSourceDate, schema.Date, true),
+		schema.NewField(layout.HistTxID, schema.Long, true),
+		schema.NewField(layout.ColTopic, schema.String, true),
+		schema.NewField(layout.ColPartition, schema.Integer, true),
+		schema.NewField(layout.ColOffset, schema.Long, true),
+		schema.NewField(layout.ColBatchID, schema.Long, false),
+		schema.NewField(layout.ColIngestTs, schema.Timestamp, false),
+	}
+}
+
+// fixed names a history table's own columns; a key column may not use them.
+var fixed = []string{layout.ColOp, layout.HistOutcome, layout.HistBefore, layout.HistAfter}
+
+// historySchema is the Delta schema of a history table with the given key
+// columns and image struct (the business columns after privacy).
+func historySchema(keyNames []string, keyTypes []schema.DataType, image *schema.StructType) (*schema.StructType, error) {
+	st := &schema.StructType{}
+	keyStruct := &schema.StructType{}
+	for i, k := range keyNames {
+		if slices.Contains(fixed, k) || layout.IsMetaColumn(k) {
+			return nil, fmt.Errorf("key column %q collides with a history column name", k)
+		}
+		st.Fields = append(st.Fields, schema.NewField(k, keyTypes[i], true))
+		keyStruct.Fields = append(keyStruct.Fields, schema.NewField(k, keyTypes[i], true))
+	}
+	st.Fields = append(st.Fields,
+		schema.NewField(layout.ColOp, schema.String, false),
+		schema.NewField(layout.HistOutcome, schema.String, false),
+		schema.NewField(layout.HistBefore, image, true),
+		schema.NewField(layout.HistAfter, image, true),
+	)
+	st.Fields = append(st.Fields, metaFields(keyStruct)...)
+	return st, nil
+}
+
+// imageStruct is the struct type of the before/after images for changes
+// with source schema s: every business column the privacy settings keep
+// (hashed ones as strings), nullable; columns known only as null so far are
+// left out until a typed change brings them (as merge does).
+func imageStruct(s *normalize.Schema, p *tablePrivacy) (*schema.StructType, error) {
+	st := &schema.StructType{}
+	if s == nil {
+		return st, nil
+	}
+	for _, c := range s.Columns {
+		if c.NullOnly || p.excluded(c.Name) {
+			continue
+		}
+		if layout.IsMetaColumn(c.Name) {
+			return nil, fmt.Errorf("source column %q uses the reserved _cdc_ prefix", c.Name)
+		}
+		dt, err := merge.DeltaType(c.Type)
+		if err != nil {
+			return nil, fmt.Errorf("column %s: %w", c.Name, err)
+		}
+		if p.hashed(c.Name) {
+			dt = schema.String
+		}
+		st.Fields = append(st.Fields, schema.NewField(c.Name, dt, true))
+	}
+	return st, nil
+}
+
+// keyTypeOf is the Delta type of key column i of c: from its schema, else
+// from the Go type of the value (a delete without schema).
+func keyTypeOf(c *normalize.Change, i int) (schema.DataType, error) {
+	name := c.KeyNames[i]
+	if c.Schema != nil {
+		if j := c.Schema.Index(name); j >= 0 {
+			return merge.DeltaType(c.Schema.Columns[j].Type)
+		}
+	}
+	if i < len(c.Key) {
+		switch c.Key[i].(type) {
+		case bool:
+			return schema.Boolean, nil
+		case int8:
+			return schema.Byte, nil
+		case int16:
+			return schema.Short, nil
+		case int32:
+			return schema.Integer, nil
+		case int64:
+			return schema.Long, nil
+		case float32:
+			return schema.Float, nil
+		case float64:
+			return schema.Double, nil
+		case []byte:
+			return schema.Binary, nil
+		case string:
+			return schema.String, nil
+		}
+	}
+	return nil, fmt.Errorf("key column %s: no schema and no typed value to take its type from", name)
+}
+
+// opLetter is the op recorded for c (as merge records _cdc_op).
+func opLetter(c *normalize.Change) string {
+	if c.SourceOp != 0 {
+		return string(rune(c.SourceOp))
+	}
+	if c.Op == normalize.OpDelete {
+		return "d"
+	}
+	return "u"
+}
+
+// rowMeta is what a row takes from the batch rather than from its change.
+type rowMeta struct {
+	BatchID int64
+	Now     time.Time
+}
+
+// layoutOf indexes a history schema's columns for row building.
+type layoutOf struct {
+	sch      *schema.StructType
+	keyCols  []string
+	image    *schema.StructType
+	pos      map[string]int
+	imageIdx map[*normalize.Schema][]int // image field j → source column index (-1: none)
+}
+
+func newLayout(sch *schema.StructType, keyCols []string) (*layoutOf, error) {
+	l := &layoutOf{sch: sch, keyCols: keyCols, pos: map[string]int{}, imageIdx: map[*normalize.Schema][]int{}}
+	for i, f := range sch.Fields {
+		l.pos[f.Name] = i
+	}
+	j, ok := l.pos[layout.HistAfter]
+	if !ok {
+		return nil, fmt.Errorf("schema lacks %s: not a cdc-sink history table", layout.HistAfter)
+	}
+	img, ok := sch.Fields[j].Type.(*schema.StructType)
+	if !ok {
+		return nil, fmt.Errorf("column %s is not a struct: not a cdc-sink history table", layout.HistAfter)
+	}
+	l.image = img
+	for _, k := range keyCols {
+		if _, ok := l.pos[k]; !ok {
+			return nil, fmt.Errorf("schema lacks key column %s", k)
+		}
+	}
+	return l, nil
+}
+
+func (l *layoutOf) sourceIndex(s *normalize.Schema) []int {
+	if idx, ok := l.imageIdx[s]; ok {
+		return idx
+	}
+	idx := make([]int, len(l.image.Fields))
+	for j, f := range l.image.Fields {
+		idx[j] = s.Index(f.Name)
+	}
+	l.imageIdx[s] = idx
+	return idx
+}
+
+// imageValue lays row (aligned with s) out as the image struct: excluded
+// columns are absent from the struct, hashed ones replaced by their digest,
+// unavailable TOAST values null.
+func (l *layoutOf) imageValue(s *normalize.Schema, row []any, p *tablePrivacy) any {
+	if s == nil || row == nil {
+		return nil
+	}
+	idx := l.sourceIndex(s)
+	out := make([]any, len(idx))
+	for j, k := range idx {
+		if k < 0 || k >= len(row) {
+			continue
+		}
+		v := row[k]
+		if normalize.IsUnavailable(v) {
+			continue
+		}
+		if v != nil && p.hashed(l.image.Fields[j].Name) {
+			v = p.hash(v)
+		}
+		out[j] = v
+	}
+	return out
+}
+
+func unavailableColumns(s *normalize.Schema, row []any, p *tablePrivacy) []any {
+	if s == nil {
+		return nil
+	}
+	var out []any
+	for k, v := range row {
+		if normalize.IsUnavailable(v) && k < len(s.Columns) && !p.excluded(s.Columns[k].Name) {
+			out = append(out, s.Columns[k].Name)
+		}
+	}
+	return out
+}
+
+// row is the history row of change c with outcome o.
+func (l *layoutOf) row(c *normalize.Change, o merge.Outcome, m rowMeta, p *tablePrivacy) []any {
+	r := make([]any, len(l.sch.Fields))
+	set := func(name string, v any) { r[l.pos[name]] = v }
+	if c.Op != normalize.OpTruncate {
+		for i, k := range l.keyCols {
+			if i < len(c.Key) {
+				set(k, c.Key[i])
+			}
+		}
+	}
+	set(layout.ColOp, opLetter(c))
+	set(layout.HistOutcome, o.String())
+	switch c.Op {
+	case normalize.OpUpsert:
+		set(layout.HistBefore, l.imageValue(c.BeforeSchema, c.Before, p))
+		set(layout.HistAfter, l.imageValue(c.Schema, c.Row, p))
+		if u := unavailableColumns(c.Schema, c.Row, p); len(u) > 0 {
+			set(layout.HistUnavailable, u)
+		}
+	case normalize.OpDelete:
+		set(layout.HistBefore, l.imageValue(c.Schema, c.Row, p))
+		if u := unavailableColumns(c.Schema, c.Row, p); len(u) > 0 {
+			set(layout.HistUnavailable, u)
+		}
+	}
+	if len(c.OldKey) > 0 {
+		ok := make([]any, len(l.keyCols))
+		copy(ok, c.OldKey)
+		set(layout.HistOldKey, ok)
+	}
+	set(layout.HistKeyMoved, c.KeyMoved)
+	set(layout.HistTombstone, c.Tombstone)
+	set(layout.ColVersion, c.Version.String())
+	if c.SourceTsMicros != 0 {
+		set(layout.ColSourceTs, c.SourceTsMicros)
+	}
+	set(layout.HistSourceDate, rowDate(c, m.Now))
+	if c.HasTxID {
+		set(layout.HistTxID, c.TxID)
+	}
+	if c.Coord.Topic != "" {
+		set(layout.ColTopic, c.Coord.Topic)
+		set(layout.ColPartition, c.Coord.Partition)
+		set(layout.ColOffset, c.Coord.Offset)
+	}
+	set(layout.ColBatchID, m.BatchID)
+	set(layout.ColIngestTs, m.Now.UnixMicro())
+	return r
+}
+
+// rowDate is the partition of c's row: its source commit date, or for a
+// record without a source time (a Kafka tombstone) the ingest date, so
+// retention purges it too.
+func rowDate(c *normalize.Change, now time.Time) int32 {
+	if c.SourceTsMicros != 0 {
+		return sourceDate(c.SourceTsMicros)
+	}
+	return sourceDate(now.UnixMicro())
+}
+
+// sourceDate is the UTC date of a source commit time, as days since the epoch.
+func sourceDate(us int64) int32 {
+	const day = 86400 * 1_000_000
+	d := us / day
+	if us%day < 0 {
+		d-- // floor: before 1970
+	}
+	return int32(d)
+}
+
+// dateString is the partition value of a date (days since the epoch).
+func dateString(days int32) string {
+	return time.Unix(int64(days)*86400, 0).UTC().Format(time.DateOnly)
+}

@@ -1,0 +1,463 @@
+// Writer: appending a batch's accepted changes to a history table, idempotently per partition.
+
+package history
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/google/uuid"
+
+	"github.com/cdcsink/cdc-sink/delta"
+	"github.com/cdcsink/cdc-sink/delta/parquetio"
+	"github.com/cdcsink/cdc-sink/delta/schema"
+	"github.com/cdcsink/cdc-sink/layout"
+	"github.com/cdcsink/cdc-sink/merge"
+	"github.com/cdcsink/cdc-sink/normalize"
+	"github.com/cdcsink/cdc-sink/quarantine"
+)
+
+// The steps of a history write where Options.Fault is called (crash tests),
+// in order; they come before any of the current table's merge.FaultPoints.
+const (
+	FaultHistoryDataWritten merge.FaultPoint = "history-data-written" // data files stored, not committed
+	FaultHistoryAfterCommit merge.FaultPoint = "history-after-commit" // history committed, current table not yet written
+)
+
+// Options configures a Writer.
+type Options struct {
+	// Sink names the txn appIds (<sink>/<topic>/<partition>: next offset
+	// the history holds; <sink>: the current table's batch id).
+	Sink    string
+	Privacy Privacy
+	// Storage, when set, holds the table instead of the storage derived
+	// from the location (tests).
+	Storage        delta.Storage
+	StorageOptions delta.StorageOptions
+	Now            func() time.Time
+	Logger         *slog.Logger
+	// Fault is the crash-test seam (nil in production), as merge.Options.Fault.
+	Fault func(merge.FaultPoint) error
+	// CheckpointInterval of new history tables (0 = 10).
+	CheckpointInterval int
+}
+
+// Writer appends to one history table. Not safe for concurrent use.
+type Writer struct {
+	loc  string
+	opts Options
+	tbl  *delta.Table
+	snap *delta.Snapshot // nil: no table yet
+	lay  *layoutOf
+	priv *tablePrivacy
+}
+
+// Open opens (or prepares to create on the first write) the history table at location.
+func Open(ctx context.Context, location string, opts Options) (*Writer, error) {
+	if opts.Sink == "" {
+		return nil, errors.New("history: sink name is required")
+	}
+	if err := opts.Privacy.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.CheckpointInterval <= 0 {
+		opts.CheckpointInterval = 10
+	}
+	store := opts.Storage
+	if store == nil {
+		var err error
+		if store, err = delta.OpenStorage(ctx, location, opts.StorageOptions); err != nil {
+			return nil, err
+		}
+	}
+	w := &Writer{loc: location, opts: opts, tbl: delta.OpenTable(store, "")}
+	if err := w.refresh(ctx); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Location is the history table's location.
+func (w *Writer) Location() string { return w.loc }
+
+func (w *Writer) refresh(ctx context.Context) error {
+	v, err := w.tbl.LatestVersion(ctx)
+	if errors.Is(err, delta.ErrNotATable) {
+		w.snap, w.lay = nil, nil
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("history %s: %w", w.loc, err)
+	}
+	if w.snap != nil && w.snap.Version() == v {
+		return nil
+	}
+	snap, err := w.tbl.Snapshot(ctx)
+	if err != nil {
+		return fmt.Errorf("history %s: %w", w.loc, err)
+	}
+	return w.install(snap)
+}
+
+func (w *Writer) install(snap *delta.Snapshot) error {
+	sch, err := snap.Schema()
+	if err != nil {
+		return fmt.Errorf("history %s: %w", w.loc, err)
+	}
+	keys, _ := snap.Config(layout.ConfKeyColumns)
+	if _, ok := snap.Config(layout.ConfHistoryOf); !ok || keys == "" {
+		return fmt.Errorf("history %s: no %s/%s property: not a cdc-sink history table", w.loc, layout.ConfHistoryOf, layout.ConfKeyColumns)
+	}
+	lay, err := newLayout(sch, strings.Split(keys, ","))
+	if err != nil {
+		return fmt.Errorf("history %s: %w", w.loc, err)
+	}
+	w.snap, w.lay = snap, lay
+	return nil
+}
+
+// NextOffset is the first offset of a partition the history does not hold.
+func (w *Writer) NextOffset(topic string, partition int32) (int64, bool) {
+	if w.snap == nil {
+		return 0, false
+	}
+	return w.snap.TxnVersion(layout.OffsetAppID(w.opts.Sink, topic, partition))
+}
+
+// Input is one batch as the current table saw it.
+type Input struct {
+	BatchID  int64
+	Changes  []*normalize.Change
+	Outcomes []merge.Outcome // aligned with Changes
+	// Offsets: the next offset per partition once the batch is applied.
+	Offsets map[merge.TP]int64
+}
+
+// Write appends the batch's accepted changes (every outcome but rejected)
+// the history does not hold yet — by its own per-partition offsets, so a
+// batch replayed after a crash between the history's commit and the
+// current table's writes nothing twice — in one commit that also advances
+// those offsets. Returns the number of rows written.
+func (w *Writer) Write(ctx context.Context, in Input) (int, error) {
+	if err := w.refresh(ctx); err != nil {
+		return 0, err
+	}
+	for attempt := 1; ; attempt++ {
+		n, err := w.writeOnce(ctx, in)
+		if err == nil || attempt >= 5 || !(errors.Is(err, delta.ErrConflict) || errors.Is(err, delta.ErrFenced)) {
+			return n, err
+		}
+		// Another writer moved the history (a second instance during a
+		// rebalance): re-read its offsets and filter again.
+		w.opts.Logger.Info("history commit lost a race, re-reading", "history", w.loc, "attempt", attempt, "err", err)
+		w.snap = nil
+		if err := w.refresh(ctx); err != nil {
+			return 0, err
+		}
+	}
+}
+
+func (w *Writer) writeOnce(ctx context.Context, in Input) (int, error) {
+	keep := make([]int, 0, len(in.Changes))
+	for i, c := range in.Changes {
+		o := in.Outcomes[i]
+		if o == 0 || o == merge.OutcomeRejected {
+			continue
+		}
+		if c.Coord.Topic != "" {
+			if next, ok := w.NextOffset(c.Coord.Topic, c.Coord.Partition); ok && c.Coord.Offset < next {
+				continue // written before a crash: the history already holds it
+			}
+		}
+		keep = append(keep, i)
+	}
+	moves := map[merge.TP]int64{}
+	for tp, o := range in.Offsets {
+		if cur, ok := w.NextOffset(tp.Topic, tp.Partition); !ok || o > cur {
+			moves[tp] = o
+		}
+	}
+	if len(keep) == 0 && len(moves) == 0 {
+		return 0, nil
+	}
+	if w.priv == nil && len(keep) > 0 {
+		// one writer records one source table
+		w.priv = w.opts.Privacy.forTable(in.Changes[keep[0]].Table)
+	}
+	if w.snap == nil {
+		first := firstKeyed(in.Changes, keep)
+		if first == nil {
+			return 0, nil // nothing to shape a table from (only truncates): progress is the current table's
+		}
+		if err := w.create(ctx, first); err != nil {
+			return 0, err
+		}
+	}
+	sch, evolved, err := w.evolve(in.Changes, keep)
+	if err != nil {
+		return 0, quarantine.Errorf(quarantine.SchemaMismatch, "history %s: %v", w.loc, err)
+	}
+	lay := w.lay
+	if evolved {
+		if lay, err = newLayout(sch, w.lay.keyCols); err != nil {
+			return 0, err
+		}
+	}
+	meta := rowMeta{BatchID: in.BatchID, Now: w.opts.Now()}
+	byDate := map[string][][]any{}
+	var dates []string
+	for _, i := range keep {
+		c := in.Changes[i]
+		r := lay.row(c, in.Outcomes[i], meta, w.priv)
+		d := dateString(rowDate(c, meta.Now))
+		if _, ok := byDate[d]; !ok {
+			dates = append(dates, d)
+		}
+		byDate[d] = append(byDate[d], r)
+	}
+	sort.Strings(dates)
+	arrowSchema := schema.ToArrow(sch)
+	adds := make([]delta.Add, 0, len(dates))
+	partCols := w.snap.PartitionColumns()
+	for _, d := range dates {
+		rec, err := buildRecord(arrowSchema, byDate[d])
+		if err != nil {
+			return 0, fmt.Errorf("history %s: batch %d: %w", w.loc, in.BatchID, err)
+		}
+		var buf bytes.Buffer
+		st, err := parquetio.WriteFile(ctx, &buf, sch, []arrow.RecordBatch{rec}, parquetio.WriteOptions{PartitionColumns: partCols})
+		rec.Release()
+		if err != nil {
+			return 0, fmt.Errorf("history %s: encode batch %d: %w", w.loc, in.BatchID, err)
+		}
+		add, err := w.tbl.PutDataFile(ctx, buf.Bytes(), st.StatsJSON, partCols, map[string]*string{layout.HistSourceDate: &d})
+		if err != nil {
+			return 0, fmt.Errorf("history %s: %w", w.loc, err)
+		}
+		adds = append(adds, add)
+	}
+	if err := w.fault(FaultHistoryDataWritten); err != nil {
+		return 0, err
+	}
+	tx := w.tbl.Begin(w.snap).Add(adds...)
+	if evolved {
+		m := w.snap.Metadata()
+		m.SchemaString = sch.String()
+		tx.SetMetadata(m)
+	}
+	tps := make([]merge.TP, 0, len(moves))
+	for tp := range moves {
+		tps = append(tps, tp)
+	}
+	sort.Slice(tps, func(i, j int) bool {
+		if tps[i].Topic != tps[j].Topic {
+			return tps[i].Topic < tps[j].Topic
+		}
+		return tps[i].Partition < tps[j].Partition
+	})
+	for _, tp := range tps {
+		app := layout.OffsetAppID(w.opts.Sink, tp.Topic, tp.Partition)
+		cur, ok := w.snap.TxnVersion(app)
+		if !ok {
+			cur = -1
+		}
+		// fenced if another writer moved it: then our rows may be its rows
+		tx.ExpectTxn(app, cur)
+		tx.SetAppTransaction(app, moves[tp])
+	}
+	tx.SetAppTransaction(w.opts.Sink, in.BatchID)
+	params := map[string]any{"mode": "Append", "batchId": in.BatchID, "sink": w.opts.Sink, "rows": len(keep)}
+	res, err := tx.CommitWithResult(ctx, "WRITE", params)
+	if err != nil {
+		return 0, historyErr(fmt.Errorf("history %s: commit batch %d: %w", w.loc, in.BatchID, err))
+	}
+	if res.CheckpointErr != nil {
+		w.opts.Logger.Warn("history checkpoint failed", "history", w.loc, "err", res.CheckpointErr)
+	}
+	snap, err := w.tbl.Snapshot(ctx)
+	if err != nil {
+		w.snap = nil // re-read on the next write
+	} else if err := w.install(snap); err != nil {
+		return 0, err
+	}
+	if err := w.fault(FaultHistoryAfterCommit); err != nil {
+		return 0, err
+	}
+	return len(keep), nil
+}
+
+// historyErr keeps a transient storage failure transient for the pipeline's retry loop.
+func historyErr(err error) error {
+	if delta.IsTransient(err) {
+		return quarantine.Transient(err)
+	}
+	return err
+}
+
+func (w *Writer) fault(p merge.FaultPoint) error {
+	if w.opts.Fault == nil {
+		return nil
+	}
+	return w.opts.Fault(p)
+}
+
+func firstKeyed(cs []*normalize.Change, keep []int) *normalize.Change {
+	var first *normalize.Change
+	for _, i := range keep {
+		c := cs[i]
+		if c.Op == normalize.OpTruncate || len(c.KeyNames) == 0 {
+			continue
+		}
+		if c.Schema != nil && c.Op == normalize.OpUpsert {
+			return c
+		}
+		if first == nil {
+			first = c
+		}
+	}
+	return first
+}
+
+// create writes version 0 of the history table, shaped by the first change.
+func (w *Writer) create(ctx context.Context, first *normalize.Change) error {
+	priv := w.opts.Privacy.forTable(first.Table)
+	if err := priv.checkKeys(first.KeyNames); err != nil {
+		return err
+	}
+	keyTypes := make([]schema.DataType, len(first.KeyNames))
+	for i := range first.KeyNames {
+		t, err := keyTypeOf(first, i)
+		if err != nil {
+			return fmt.Errorf("create history %s: %w", w.loc, err)
+		}
+		keyTypes[i] = t
+	}
+	img, err := imageStruct(first.Schema, priv)
+	if err != nil {
+		return fmt.Errorf("create history %s: %w", w.loc, err)
+	}
+	sch, err := historySchema(first.KeyNames, keyTypes, img)
+	if err != nil {
+		return fmt.Errorf("create history %s: %w", w.loc, err)
+	}
+	id := first.Table
+	now := w.opts.Now()
+	meta := delta.Metadata{
+		ID:               uuid.NewString(),
+		Name:             id.Table + "_history",
+		Format:           delta.Format{Provider: "parquet", Options: map[string]string{}},
+		SchemaString:     sch.String(),
+		PartitionColumns: []string{layout.HistSourceDate},
+		Configuration: map[string]string{
+			"delta.checkpointInterval": strconv.Itoa(w.opts.CheckpointInterval),
+			layout.ConfKeyColumns:      strings.Join(first.KeyNames, ","),
+			layout.ConfSink:            w.opts.Sink,
+			layout.ConfHistoryOf:       strings.Trim(strings.Join([]string{id.Server, id.DB, id.Schema, id.Table}, "."), "."),
+		},
+		CreatedTime: ptr(now.UnixMilli()),
+	}
+	if s := priv.list(priv.exclude); s != "" {
+		meta.Configuration[layout.ConfHistExclude] = s
+	}
+	if s := priv.list(priv.hashCols); s != "" {
+		meta.Configuration[layout.ConfHistHash] = s
+	}
+	proto := delta.Protocol{MinReaderVersion: 1, MinWriterVersion: 2}
+	if hasNTZ(sch) {
+		proto = delta.Protocol{MinReaderVersion: 3, MinWriterVersion: 7, ReaderFeatures: []string{"timestampNtz"}, WriterFeatures: []string{"timestampNtz"}}
+	}
+	if _, err := delta.Create(ctx, w.tbl.Store(), "", meta, proto); err != nil && !errors.Is(err, delta.ErrTableExists) {
+		return historyErr(fmt.Errorf("create history %s: %w", w.loc, err))
+	}
+	w.snap = nil
+	return w.refresh(ctx)
+}
+
+// evolve is the history schema after the kept changes: columns the source
+// added are appended to the image structs (Delta schema evolution; older
+// files read them as null); a column whose type is narrower than the
+// history's is written in the history's type. A widened source column is
+// refused: history tables do not follow type widening yet.
+func (w *Writer) evolve(cs []*normalize.Change, keep []int) (*schema.StructType, bool, error) {
+	cur := w.lay.sch
+	out := cur
+	seen := map[*normalize.Schema]bool{}
+	for _, i := range keep {
+		for _, s := range []*normalize.Schema{cs[i].Schema, cs[i].BeforeSchema} {
+			if s == nil || seen[s] {
+				continue
+			}
+			seen[s] = true
+			img, err := imageStruct(s, w.priv)
+			if err != nil {
+				return nil, false, err
+			}
+			inc := out.Clone()
+			for _, f := range inc.Fields {
+				if f.Name == layout.HistBefore || f.Name == layout.HistAfter {
+					f.Type = img
+				}
+			}
+			next, err := schema.Evolve(out, inc)
+			if err != nil {
+				return nil, false, err
+			}
+			out = next
+		}
+	}
+	return out, !schema.Equal(cur, out), nil
+}
+
+func hasNTZ(s *schema.StructType) bool {
+	var walk func(dt schema.DataType) bool
+	walk = func(dt schema.DataType) bool {
+		switch x := dt.(type) {
+		case schema.PrimitiveType:
+			return x == schema.TimestampNTZ
+		case *schema.StructType:
+			for _, f := range x.Fields {
+				if walk(f.Type) {
+					return true
+				}
+			}
+		case *schema.ArrayType:
+			return walk(x.ElementType)
+		case *schema.MapType:
+			return walk(x.KeyType) || walk(x.ValueType)
+		}
+		return false
+	}
+	return walk(s)
+}
+
+func buildRecord(sc *arrow.Schema, rows [][]any) (arrow.RecordBatch, error) {
+	b := array.NewRecordBuilder(memory.DefaultAllocator, sc)
+	defer b.Release()
+	b.Reserve(len(rows))
+	for r, row := range rows {
+		for i, fb := range b.Fields() {
+			if err := merge.AppendValue(fb, row[i]); err != nil {
+				return nil, fmt.Errorf("row %d column %s: %w", r, sc.Field(i).Name, err)
+			}
+		}
+	}
+	return b.NewRecordBatch(), nil
+}
+
+func ptr[T any](v T) *T { return &v }
