@@ -94,6 +94,7 @@ type Transaction struct {
 	read     *Snapshot
 	adds     []Add
 	removes  []Remove
+	cdcs     []CDC
 	metadata *Metadata
 	protocol *Protocol
 	domains  []DomainMetadata
@@ -298,6 +299,9 @@ func (tx *Transaction) validate() error {
 	if err := checkWriteSupported(&p, &m); err != nil {
 		return err
 	}
+	if err := tx.checkChangeData(&p, &m); err != nil {
+		return err
+	}
 	if tx.metadata != nil {
 		st, err := schema.Parse(m.SchemaString)
 		if err != nil {
@@ -354,7 +358,7 @@ func (tx *Transaction) IsBlindAppend() bool {
 
 func (tx *Transaction) actions(op string, params map[string]any, readVersion int64) []Action {
 	now := tx.now().UnixMilli()
-	acts := make([]Action, 0, 3+len(tx.adds)+len(tx.removes)+len(tx.domains)+len(tx.appTxns))
+	acts := make([]Action, 0, 3+len(tx.adds)+len(tx.removes)+len(tx.cdcs)+len(tx.domains)+len(tx.appTxns))
 	ci := commitInfo(op, params, readVersion, tx.IsBlindAppend())
 	ci["timestamp"] = now
 	acts = append(acts, Action{CommitInfo: ci})
@@ -381,6 +385,9 @@ func (tx *Transaction) actions(op string, params map[string]any, readVersion int
 	}
 	for i := range tx.adds {
 		acts = append(acts, Action{Add: &tx.adds[i]})
+	}
+	for i := range tx.cdcs {
+		acts = append(acts, Action{CDC: &tx.cdcs[i]})
 	}
 	return acts
 }
