@@ -1,0 +1,154 @@
+package merge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/cdcsink/cdc-sink/delta"
+	"github.com/cdcsink/cdc-sink/internal/deltacheck"
+	"github.com/cdcsink/cdc-sink/normalize"
+)
+
+// cdfRows reads the table's change data feed with delta-rs as
+// "version type key status valor notes deleted op" lines, sorted.
+func cdfRows(t *testing.T, dir string) []string {
+	t.Helper()
+	tb := deltacheck.ReadCDF(t, "deltars", 0, dir)[dir]
+	var out []string
+	for _, r := range deltacheck.Decode(t, tb.Rows) {
+		out = append(out, fmt.Sprintf("v%v %v %v %v %v %v %v %v", r["_commit_version"], r["_change_type"], r["pedido_id"],
+			r["status"], r["valor"], r["notes"], r["_cdc_deleted"], r["_cdc_op"]))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestChangeDataFeed: every commit of a stream with inserts, updates,
+// deletes, re-inserts, duplicates, late events, a TOAST update, a
+// primary-key change, a truncate and no-op batches reads back through
+// delta-rs load_cdf as exactly the logical row changes (docs/history.md,
+// "Change Data Feed"); the table itself still reads back as its current
+// state.
+func TestChangeDataFeed(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	tb, err := Open(ctx, dir, Options{Sink: "test", ChangeDataFeed: true, CheckpointInterval: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	toast := func(c *normalize.Change) *normalize.Change { c.Row[3] = normalize.Unavailable; return c }
+	withNotes := func(c *normalize.Change, n string) *normalize.Change { c.Row[3] = n; return c }
+	d1, c5 := pkMove(1, 5, 30)
+	batches := []*Batch{
+		// v1: three inserts; a delete of a key never seen (a tombstone, no change)
+		batchOf("t", 4, ch(1, 'c', "A", "1.00", v(1)), ch(2, 'c', "B", "2.00", v(2)), withNotes(ch(3, 'c', "C", "3.00", v(3)), "big"), ch(4, 'd', "", "", v(4))),
+		// v2: two updates of 1 fold into one update; 2 deleted; a stale
+		// update and a duplicate of 3 change nothing
+		batchOf("t", 9, ch(1, 'u', "A2", "1.10", v(10)), ch(1, 'u', "A3", "1.20", v(11)), ch(2, 'd', "", "", v(12)),
+			ch(3, 'u', "OLD", "0.00", v(2)), withNotes(ch(3, 'c', "C", "3.00", v(3)), "big")),
+		// v3: 2 re-inserted; 4's tombstone replaced by a newer tombstone
+		// (nothing); a late event of 1 (stale); a TOAST update of 3
+		batchOf("t", 13, ch(2, 'c', "B2", "2.20", v(20)), ch(4, 'd', "", "", v(21)), ch(1, 'u', "LATE", "9.00", v(5)),
+			toast(ch(3, 'u', "C2", "3.30", v(22)))),
+		// v4: primary key 1 → 5 (TOASTed notes come from key 1's row)
+		batchOf("t", 15, d1, c5),
+		// v5: a truncate deletes every live row older than it; 6 inserted after it
+		batchOf("t", 17, &normalize.Change{Op: normalize.OpTruncate, SourceOp: 't', Version: v(40)}, ch(6, 'c', "F", "6.00", v(41))),
+		// v6: only stale changes: the commit moves offsets only
+		batchOf("t", 18, ch(6, 'u', "STALE", "0.00", v(39))),
+		// v7: a tombstone replaced by a tombstone only: an empty change data file
+		batchOf("t", 19, ch(4, 'd', "", "", v(50))),
+	}
+	for i, b := range batches {
+		res, err := tb.Apply(ctx, b, noReject(t))
+		if err != nil {
+			t.Fatalf("batch %d: %v", i+1, err)
+		}
+		if !res.Committed || res.Version != int64(i+1) {
+			t.Fatalf("batch %d: committed %v at v%d", i+1, res.Committed, res.Version)
+		}
+	}
+	want := []string{
+		"v1 insert 1 A 1.00 n false c",
+		"v1 insert 2 B 2.00 n false c",
+		"v1 insert 3 C 3.00 big false c",
+		"v2 update_preimage 1 A 1.00 n false c",
+		"v2 update_postimage 1 A3 1.20 n false u",
+		"v2 delete 2 B 2.00 n false c", // the row's last image
+		"v3 insert 2 B2 2.20 n false c",
+		"v3 update_preimage 3 C 3.00 big false c",
+		"v3 update_postimage 3 C2 3.30 big false u", // TOAST filled from the stored row
+		"v4 delete 1 A3 1.20 n false u",
+		"v4 insert 5 MOVED 9.99 n false u", // notes of key 1
+		"v5 delete 2 B2 2.20 n false c",
+		"v5 delete 3 C2 3.30 big false u",
+		"v5 delete 5 MOVED 9.99 n false u",
+		"v5 insert 6 F 6.00 n false c",
+	}
+	slices.Sort(want)
+	if got := cdfRows(t, dir); !slices.Equal(got, want) {
+		t.Fatalf("change data feed:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	live := deltacheck.ReadDeltaRS(t, dir, "NOT _cdc_deleted").Rows
+	if len(live) != 1 || !strings.Contains(live[0], `"pedido_id":6`) {
+		t.Fatalf("live rows %v", live)
+	}
+
+	// Reopened (index rebuilt from the table, through its checkpoint), the
+	// sink keeps writing the feed.
+	tb2, err := Open(ctx, dir, Options{Sink: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb2.Apply(ctx, batchOf("t", 20, ch(6, 'u', "G", "6.60", v(60))), noReject(t)); err != nil {
+		t.Fatal(err)
+	}
+	got := cdfRows(t, dir)
+	if tail := got[len(got)-2:]; tail[0] != "v8 update_postimage 6 G 6.60 n false u" || tail[1] != "v8 update_preimage 6 F 6.00 n false c" {
+		t.Fatalf("after reopen: %v", tail)
+	}
+}
+
+// TestChangeDataFeedProtocol: a table created with the feed has the
+// property and the writer feature; one created without it is refused by a
+// sink that asks for it, and is written without change data otherwise.
+func TestChangeDataFeedProtocol(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	tb, err := Open(ctx, dir, Options{Sink: "test", ChangeDataFeed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tb.Apply(ctx, batchOf("t", 1, ch(1, 'c', "A", "1.00", v(1))), noReject(t)); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := delta.OpenTable(delta.NewLocalStorage(dir), "").Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, m := snap.Protocol(), snap.Metadata()
+	if !snap.ChangeDataFeedEnabled() || m.Configuration[delta.ConfEnableChangeDataFeed] != "true" || !slices.Contains(p.WriterFeatures, delta.FeatureChangeDataFeed) {
+		t.Fatalf("protocol %+v, configuration %v", p, m.Configuration)
+	}
+
+	plain := t.TempDir()
+	tp := openT(t, plain)
+	if _, err := tp.Apply(ctx, batchOf("t", 1, ch(1, 'c', "A", "1.00", v(1))), noReject(t)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(ctx, plain, Options{Sink: "test", ChangeDataFeed: true})
+	if !errors.Is(err, ErrChangeDataFeedOff) || !strings.Contains(err.Error(), "table set-property") {
+		t.Fatalf("open a table without the feed asking for it: %v", err)
+	}
+	if _, err := tp.Apply(ctx, batchOf("t", 2, ch(1, 'u', "B", "1.00", v(2))), noReject(t)); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := delta.NewLocalStorage(plain).List(ctx, delta.ChangeDataDir, "")
+	if err == nil && len(keys) > 0 {
+		t.Fatalf("a table without the feed got change data files: %v", keys)
+	}
+}
