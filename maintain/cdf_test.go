@@ -20,7 +20,7 @@ func TestChangeDataFeedMaintenance(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	apply(t, dir, 3, person(1, int64(30), "ann", "1.5", 10), person(2, int64(40), "bob", "2.5", 11), person(3, int64(50), "cid", "3.5", 12)) // v1
-	apply(t, dir, 4, personDelete(3, 13))                                                                                                     // v2, no feed yet
+	apply(t, dir, 4, personDelete(3, 13))                                                                                                    // v2, no feed yet
 
 	if _, err := SetProperty(ctx, dir, "delta.appendOnly", "true", delta.StorageOptions{}); err == nil || !strings.Contains(err.Error(), "cannot be set") {
 		t.Fatalf("unsupported property: %v", err)
@@ -40,7 +40,7 @@ func TestChangeDataFeedMaintenance(t *testing.T) {
 	}
 
 	apply(t, dir, 6, person(1, int64(31), "ann", "1.5", 20), personDelete(2, 21)) // v4
-	if _, err := Optimize(ctx, dir, OptimizeOptions{}); err != nil {           // v5
+	if _, err := Optimize(ctx, dir, OptimizeOptions{}); err != nil {              // v5
 		t.Fatal(err)
 	}
 	pr, err := PurgeTombstones(ctx, dir, PurgeOptions{OlderThan: time.Hour, Now: func() time.Time { return time.Now().Add(2 * time.Hour) }}) // v6
