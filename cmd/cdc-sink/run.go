@@ -116,18 +116,19 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 			}
 			return tmpl(topic)
 		},
-		KeyColumns:    cfg.Table.KeyColumns,
-		Registry:      reg,
-		Quarantine:    qw,
-		Truncate:      merge.TruncateMode(cfg.Merge.Truncate),
-		Widening:      merge.WideningMode(cfg.Schema.Widening),
-		OnDropColumn:  merge.DropMode(cfg.Schema.OnDropColumn),
-		ColumnMapping: cfg.Schema.ColumnMapping,
-		Rules:         rs,
-		Logger:        logger,
-		Observer:      m,
-		Fence:         true,
-		Fault:         h.Fault,
+		KeyColumns:     cfg.Table.KeyColumns,
+		Registry:       reg,
+		Quarantine:     qw,
+		Truncate:       merge.TruncateMode(cfg.Merge.Truncate),
+		Widening:       merge.WideningMode(cfg.Schema.Widening),
+		OnDropColumn:   merge.DropMode(cfg.Schema.OnDropColumn),
+		ColumnMapping:  cfg.Schema.ColumnMapping,
+		ChangeDataFeed: cfg.Table.ChangeDataFeed,
+		Rules:          rs,
+		Logger:         logger,
+		Observer:       m,
+		Fence:          true,
+		Fault:          h.Fault,
 	}
 	p, ts, err := buildPipeline(setup)
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 	"github.com/cdcsink/cdc-sink/tablerows"
 )
 
-// cmdTable dispatches `cdc-sink table show|info|optimize|purge-tombstones|vacuum|cleanup-log|alter DIR`.
+// cmdTable dispatches `cdc-sink table show|info|optimize|purge-tombstones|vacuum|cleanup-log|alter|set-property DIR`.
 func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return dispatch(ctx, "table", "<subcommand> DIR [flags]", []subcommand{
 		{"show", "print the current rows (--format jsonl|table, --limit, --columns, --include-deleted)", tableShow},
@@ -29,6 +29,7 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		{"vacuum", "delete unreferenced files older than --retention (dry run unless --dry-run=false)", tableVacuum},
 		{"cleanup-log", "delete log files older than delta.logRetentionDuration that a checkpoint covers", tableCleanupLog},
 		{"alter", "change a column's type, converting its values (--column C --type T; after a schema_mismatch)", tableAlter},
+		{"set-property", "set a table property: DIR delta.enableChangeDataFeed=true|false (Change Data Feed from this version on)", tableSetProperty},
 	}, args, stdout, stderr)
 }
 

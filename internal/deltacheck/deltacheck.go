@@ -55,9 +55,23 @@ func ReadDeltaRS(t testing.TB, dir, where string) Table {
 // storage options (AWS_ENDPOINT_URL, AWS_ALLOW_HTTP, …).
 func ReadDeltaRSWith(t testing.TB, dir, where string, storageOptions map[string]string) Table {
 	t.Helper()
+	return readDeltaRS(t, dir, where, -1, storageOptions)
+}
+
+// ReadDeltaRSAt is ReadDeltaRS of the table as of version (time travel).
+func ReadDeltaRSAt(t testing.TB, dir, where string, version int64) Table {
+	t.Helper()
+	return readDeltaRS(t, dir, where, version, nil)
+}
+
+func readDeltaRS(t testing.TB, dir, where string, version int64, storageOptions map[string]string) Table {
+	t.Helper()
 	args := []string{filepath.Join(RepoRoot(), "scripts", "deltars_rows.py"), dir}
 	if where != "" {
 		args = append(args, "--where", where)
+	}
+	if version >= 0 {
+		args = append(args, "--version", fmt.Sprint(version))
 	}
 	keys := make([]string, 0, len(storageOptions))
 	for k := range storageOptions {
