@@ -186,3 +186,45 @@ func TestChangeDataFeedEvolution(t *testing.T) {
 		t.Fatalf("feed %v, want %v (columns %v)", got, want, feed.Columns)
 	}
 }
+
+// TestChangeDataFeedWideningRewriteOnly: a batch whose only effect is a
+// widening by file rewrite (its change is stale) commits the rewritten files
+// as dataChange=false: the feed gets no change for it (the CDF table would
+// refuse a data-removing commit without change data).
+func TestChangeDataFeedWideningRewriteOnly(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	tb, err := Open(ctx, dir, Options{Sink: "test", ChangeDataFeed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	schemaOf := func(k normalize.Kind) *normalize.Schema {
+		return &normalize.Schema{Columns: []normalize.ColumnDef{
+			{Name: "pedido_id", Type: normalize.Type{Kind: normalize.Long}},
+			{Name: "n", Type: normalize.Type{Kind: k}, Nullable: true}}}
+	}
+	mk := func(op byte, n any, k normalize.Kind, ver uint64) *normalize.Change {
+		return &normalize.Change{Op: normalize.OpUpsert, SourceOp: op, KeyNames: []string{"pedido_id"}, Key: []any{int64(1)},
+			Schema: schemaOf(k), Row: []any{int64(1), n}, Version: v(ver)}
+	}
+	if _, err := tb.Apply(ctx, batchOf("t", 1, mk('c', int32(5), normalize.Integer, 10)), noReject(t)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := tb.Apply(ctx, batchOf("t", 2, mk('u', int64(7), normalize.Long, 5)), noReject(t))
+	if err != nil || !res.Committed || res.Stale != 1 || res.Version != 2 {
+		t.Fatalf("stale widening batch: %+v %v", res, err)
+	}
+	if ty := tb.ColumnTypes()["n"]; ty.Kind != normalize.Long {
+		t.Fatalf("n is %v, want long", ty)
+	}
+	var got []string
+	for _, r := range deltacheck.Decode(t, deltacheck.ReadCDF(t, "deltars", 0, dir)[dir].Rows) {
+		got = append(got, fmt.Sprintf("v%v %v %v", r["_commit_version"], r["_change_type"], r["n"]))
+	}
+	if want := []string{"v1 insert 5"}; !slices.Equal(got, want) {
+		t.Fatalf("feed %v, want %v", got, want)
+	}
+	if rows := deltacheck.ReadDeltaRS(t, dir, "").Rows; len(rows) != 1 || !strings.Contains(rows[0], `"n":5`) {
+		t.Fatalf("table %v", rows)
+	}
+}
