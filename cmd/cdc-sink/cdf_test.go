@@ -169,6 +169,9 @@ func TestChangeDataFeedCLI(t *testing.T) {
 	if code != 0 || !strings.Contains(out, fmt.Sprintf("starts at version %d", v+1)) {
 		t.Fatalf("set-property: exit %d\n%s\n%s", code, out, errOut)
 	}
+	if code, out, _ := runCLI(t, "table", "info", dir); code != 0 || !strings.Contains(out, "change feed:") {
+		t.Fatalf("table info: exit %d\n%s", code, out)
+	}
 	// without the flag too: the table asks for the feed, so it is written
 	if code, out, errOut := runCLI(t, "replay", "--from-file", more, "--table", dir, "--sink-name", "items", "--quiet"); code != 0 {
 		t.Fatalf("replay after enabling: exit %d\n%s\n%s", code, out, errOut)

@@ -230,6 +230,9 @@ func tableInfo(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if pc := snap.PartitionColumns(); len(pc) > 0 {
 		kv("partitioned", "%s", strings.Join(pc, ","))
 	}
+	if snap.ChangeDataFeedEnabled() {
+		kv("change feed", "on (%s=true: each commit's row changes in _change_data/)", delta.ConfEnableChangeDataFeed)
+	}
 	op, ts := lastCommit(ctx, t)
 	if !ts.IsZero() {
 		kv("last commit", "%s %s (v%d)", ts.UTC().Format(time.RFC3339), op, t.Version())
