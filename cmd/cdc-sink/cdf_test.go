@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -185,5 +186,38 @@ func TestChangeDataFeedCLI(t *testing.T) {
 	want := []string{fmt.Sprintf("v%d update_postimage id=1 qty=77", v+2), fmt.Sprintf("v%d update_preimage id=1 qty=10", v+2)}
 	if !slices.Equal(got, want) {
 		t.Fatalf("feed after enabling: %v, want %v", got, want)
+	}
+}
+
+// TestChangeDataFeedConfig: tables.change_data_feed from the file, the
+// environment and a flag (flag > env > file), off by default.
+func TestChangeDataFeedConfig(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "run.yaml")
+	if err := os.WriteFile(file, []byte("kafka:\n  brokers: [127.0.0.1:9]\n  topics: [t]\ntables:\n  path_template: lake/{table}\n  change_data_feed: true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want bool
+	}{
+		{"default", []string{"--kafka.brokers", "127.0.0.1:9", "--kafka.topics", "t"}, nil, false},
+		{"file", []string{"--config", file}, nil, true},
+		{"env", []string{"--kafka.brokers", "127.0.0.1:9", "--kafka.topics", "t"}, map[string]string{"CDC_SINK_TABLES_CHANGE_DATA_FEED": "true"}, true},
+		{"flag over file", []string{"--config", file, "--tables.change_data_feed=false"}, nil, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var stderr strings.Builder
+			cfg, err := loadConfig(c.args, env(c.env), &stderr)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, stderr.String())
+			}
+			if cfg.Table.ChangeDataFeed != c.want {
+				t.Fatalf("change_data_feed = %v, want %v", cfg.Table.ChangeDataFeed, c.want)
+			}
+		})
 	}
 }
