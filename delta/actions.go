@@ -87,7 +87,8 @@ type DomainMetadata struct {
 	Removed       bool   `json:"removed"`
 }
 
-// CDC is the `cdc` action (change data files). Tolerated and ignored by replay.
+// CDC is the `cdc` action (a change data file of one version, for Change
+// Data Feed readers). Not part of any snapshot: replay ignores it.
 type CDC struct {
 	Path            string             `json:"path"`
 	PartitionValues map[string]*string `json:"partitionValues"`

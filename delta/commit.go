@@ -5,6 +5,7 @@ package delta
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -61,13 +62,10 @@ func Create(ctx context.Context, store Storage, tablePath string, meta Metadata,
 }
 
 func commitInfo(op string, params map[string]any, readVersion int64, blind bool) map[string]any {
-	if params == nil {
-		params = map[string]any{}
-	}
 	ci := map[string]any{
 		"timestamp":           time.Now().UnixMilli(),
 		"operation":           op,
-		"operationParameters": params,
+		"operationParameters": operationParameters(params),
 		"isolationLevel":      "Serializable",
 		"isBlindAppend":       blind,
 		"engineInfo":          "cdc-sink/" + EngineVersion,
@@ -77,6 +75,29 @@ func commitInfo(op string, params map[string]any, readVersion int64, blind bool)
 		ci["readVersion"] = readVersion
 	}
 	return ci
+}
+
+// operationParameters renders params as Spark does: Delta's CommitInfo has
+// operationParameters: Map[String, String], and Spark fails to read a
+// commitInfo whose parameter is a JSON array or object (readChangeFeed,
+// DESCRIBE HISTORY), so those are stored as their JSON text, like Spark's
+// "partitionBy": "[]". Scalars stay as they are (Jackson reads them as
+// strings).
+func operationParameters(params map[string]any) map[string]any {
+	out := make(map[string]any, len(params))
+	for k, v := range params {
+		switch v.(type) {
+		case nil, string, bool, int, int32, int64, float64, json.Number:
+			out[k] = v
+		default:
+			if b, err := json.Marshal(v); err == nil {
+				out[k] = string(b)
+			} else {
+				out[k] = fmt.Sprint(v)
+			}
+		}
+	}
+	return out
 }
 
 func newUUID() string {
@@ -94,6 +115,7 @@ type Transaction struct {
 	read     *Snapshot
 	adds     []Add
 	removes  []Remove
+	cdcs     []CDC
 	metadata *Metadata
 	protocol *Protocol
 	domains  []DomainMetadata
@@ -298,6 +320,9 @@ func (tx *Transaction) validate() error {
 	if err := checkWriteSupported(&p, &m); err != nil {
 		return err
 	}
+	if err := tx.checkChangeData(&p, &m); err != nil {
+		return err
+	}
 	if tx.metadata != nil {
 		st, err := schema.Parse(m.SchemaString)
 		if err != nil {
@@ -354,7 +379,7 @@ func (tx *Transaction) IsBlindAppend() bool {
 
 func (tx *Transaction) actions(op string, params map[string]any, readVersion int64) []Action {
 	now := tx.now().UnixMilli()
-	acts := make([]Action, 0, 3+len(tx.adds)+len(tx.removes)+len(tx.domains)+len(tx.appTxns))
+	acts := make([]Action, 0, 3+len(tx.adds)+len(tx.removes)+len(tx.cdcs)+len(tx.domains)+len(tx.appTxns))
 	ci := commitInfo(op, params, readVersion, tx.IsBlindAppend())
 	ci["timestamp"] = now
 	acts = append(acts, Action{CommitInfo: ci})
@@ -381,6 +406,9 @@ func (tx *Transaction) actions(op string, params map[string]any, readVersion int
 	}
 	for i := range tx.adds {
 		acts = append(acts, Action{Add: &tx.adds[i]})
+	}
+	for i := range tx.cdcs {
+		acts = append(acts, Action{CDC: &tx.cdcs[i]})
 	}
 	return acts
 }

@@ -43,6 +43,10 @@ var supportedWriterFeatures = map[string]bool{
 	// physical name; schema.AssignColumnMapping gives new columns ids and
 	// physical names and tracks delta.columnMapping.maxColumnId.
 	"columnMapping": true,
+	// Writers must add change data files to data-changing commits when
+	// delta.enableChangeDataFeed is true (Transaction.checkChangeData
+	// refuses commits that remove data without them; merge writes them).
+	FeatureChangeDataFeed: true,
 }
 
 // MaxReaderVersion / MaxWriterVersion are the protocol versions we speak.
@@ -137,7 +141,7 @@ func parseTypeName(v any) (schema.DataType, error) {
 }
 
 // checkWriteSupported refuses writes to tables whose writer protocol asks
-// for behaviour we do not implement (constraints, generated columns, CDF,
+// for behaviour we do not implement (constraints, generated columns,
 // identity columns, row tracking, column mapping...).
 func checkWriteSupported(p *Protocol, m *Metadata) error {
 	if err := checkReadSupported(p, m); err != nil {

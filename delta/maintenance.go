@@ -31,7 +31,8 @@ type VacuumResult struct {
 
 // Vacuum deletes data and DV files that neither the current snapshot nor an
 // unexpired tombstone references and whose modification time is older than
-// the retention. Files and directories whose name starts with '_' or '.'
+// the retention, and change data files (_change_data/) older than the
+// retention. Other files and directories whose name starts with '_' or '.'
 // (the log, sidecars, temp files) are never touched.
 func Vacuum(ctx context.Context, t *Table, opts VacuumOptions) (VacuumResult, error) {
 	w, ok := t.store.(Walker)
@@ -99,6 +100,10 @@ func Vacuum(ctx context.Context, t *Table, opts VacuumOptions) (VacuumResult, er
 }
 
 func hiddenPath(rel string) bool {
+	// Change data files are not hidden (as in Spark): no snapshot or
+	// tombstone ever references them, so they go once older than the
+	// retention, like removed files; younger ones stay for change readers.
+	rel = strings.TrimPrefix(rel, ChangeDataDir+"/")
 	for _, seg := range strings.Split(rel, "/") {
 		if strings.HasPrefix(seg, "_") || strings.HasPrefix(seg, ".") {
 			return true

@@ -221,6 +221,7 @@ func (a *alterRun) rewrite(ctx context.Context) error {
 	// The new files are derived from every live file: any concurrent data
 	// change must make this commit fail, not be silently dropped.
 	tx.ReadWholeTable()
+	cdf := t.Snap.ChangeDataFeedEnabled()
 	files := t.Snap.Files()
 	for i := range files {
 		f := &files[i]
@@ -253,8 +254,13 @@ func (a *alterRun) rewrite(ctx context.Context) error {
 			res.DVFilesRemoved++
 		}
 		// dataChange=true: the column's values change type, streaming
-		// readers must see the rewrite.
-		tx.Remove(delta.RemoveFile(*f, now))
+		// readers must see the rewrite. With Change Data Feed on, false:
+		// every row keeps its value (pre and post images would be equal in
+		// the new schema), so the feed has no change for it, only the
+		// version's new schema.
+		rm := delta.RemoveFile(*f, now)
+		rm.DataChange = !cdf
+		tx.Remove(rm)
 		if st.NumRecords == 0 {
 			continue // every row was hidden by the deletion vector: the file just goes
 		}
@@ -272,7 +278,7 @@ func (a *alterRun) rewrite(ctx context.Context) error {
 			pv = map[string]*string{}
 		}
 		tx.Add(delta.Add{Path: name, PartitionValues: pv, Size: int64(buf.Len()), ModificationTime: now.UnixMilli(),
-			DataChange: true, Stats: st.StatsJSON})
+			DataChange: !cdf, Stats: st.StatsJSON})
 	}
 	if a.opts.DryRun {
 		return nil

@@ -267,6 +267,7 @@ func PurgeTombstones(ctx context.Context, dir string, opts PurgeOptions) (*Purge
 	cutUs := cutoff.UnixMicro()
 	res := &PurgeResult{ReadVersion: t.Version(), Version: t.Version(), Cutoff: cutoff}
 	tx := t.Snap.Begin()
+	cdf := t.Snap.ChangeDataFeedEnabled()
 	files := t.Snap.Files()
 	for i := range files {
 		a := &files[i]
@@ -310,6 +311,11 @@ func PurgeTombstones(ctx context.Context, dir string, opts PurgeOptions) (*Purge
 		na, rm, _, err := t.Delta.ReplaceDeletionVector(ctx, *a, bm, now)
 		if err != nil {
 			return nil, fmt.Errorf("purge-tombstones: %s: %w", a.Path, err)
+		}
+		if cdf {
+			// Tombstones are not live rows: purging them changes no row of
+			// the feed (docs/history.md, Change Data Feed).
+			rm.DataChange, na.DataChange = false, false
 		}
 		tx.Remove(rm)
 		tx.Add(na)

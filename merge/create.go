@@ -76,6 +76,10 @@ func (t *Table) create(ctx context.Context, first *normalize.Change) error {
 		proto.ReaderFeatures = append(proto.ReaderFeatures, "timestampNtz")
 		proto.WriterFeatures = append(proto.WriterFeatures, "timestampNtz")
 	}
+	if t.opts.ChangeDataFeed {
+		meta.Configuration[delta.ConfEnableChangeDataFeed] = "true"
+		proto.WriterFeatures = append(proto.WriterFeatures, delta.FeatureChangeDataFeed)
+	}
 	if t.opts.ColumnMapping == ColumnMappingName {
 		meta.Configuration["delta.columnMapping.mode"] = "name"
 		meta.Configuration[schema.MaxColumnIDProperty] = strconv.FormatInt(maxColumnID, 10)

@@ -120,6 +120,7 @@ func (o *deltaOps) commit(ctx context.Context, readVersion int64, p *plan, op st
 	for _, a := range p.adds {
 		tx.Add(*a)
 	}
+	tx.AddCDC(p.cdcs...)
 	for _, t := range p.txns {
 		tx.SetAppTransaction(t.AppID, t.Version)
 	}
@@ -159,6 +160,11 @@ func (o *deltaOps) discard(ctx context.Context, p *plan) {
 			_ = o.store.Delete(ctx, key)
 		}
 	}
+	for _, c := range p.cdcs {
+		if key, err := o.tbl.DataFileKey(c.Path); err == nil {
+			_ = o.store.Delete(ctx, key)
+		}
+	}
 	for _, u := range p.dvUpdates {
 		if d := u.add.DeletionVector; d != nil {
 			if rel, err := d.RelativePath(); err == nil {
@@ -193,4 +199,18 @@ func (o *deltaOps) withDV(ctx context.Context, add *delta.Add, bm *roaring64.Bit
 		return nil, nil, 0, err
 	}
 	return &na, &rm, n, nil
+}
+
+// writeChangeData writes rec (table columns + _change_type) as a change data
+// file and returns its cdc action. No stats: change readers do not skip.
+func (o *deltaOps) writeChangeData(ctx context.Context, sc *schema.StructType, rec arrow.RecordBatch) (delta.CDC, int64, error) {
+	var buf bytes.Buffer
+	if _, err := parquetio.WriteFile(ctx, &buf, sc, []arrow.RecordBatch{rec}, parquetio.WriteOptions{DisableStats: true}); err != nil {
+		return delta.CDC{}, 0, fmt.Errorf("write change data file: %w", err)
+	}
+	c, err := o.tbl.PutChangeDataFile(ctx, buf.Bytes())
+	if err != nil {
+		return delta.CDC{}, 0, err
+	}
+	return c, c.Size, nil
 }

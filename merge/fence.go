@@ -4,6 +4,7 @@ package merge
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -167,7 +168,12 @@ func AuditFencing(ctx context.Context, store delta.Storage, sink string) (*Fence
 		if inst, ok := params["instance"].(string); ok {
 			out.ByInstance[inst]++
 		}
-		if from, ok := params["fromOffsets"].(map[string]any); ok {
+		from, ok := params["fromOffsets"].(map[string]any)
+		if s, isText := params["fromOffsets"].(string); isText {
+			// operationParameters values that are objects are stored as JSON text (Spark's form)
+			ok = json.Unmarshal([]byte(s), &from) == nil
+		}
+		if ok {
 			out.Checked++
 			for tp, f := range from {
 				want, _ := f.(float64)

@@ -106,6 +106,11 @@ func (t *Table) rewriteFiles(ctx context.Context, oldSchema *schema.StructType, 
 			add.Stats = tightBoundsFalse(add.Stats)
 		}
 		rm := delta.RemoveFile(*fs.add, now)
+		if st.cdf {
+			// Same rows, wider type: no row changed, so nothing for change
+			// readers (the batch's own changes are in its change data file).
+			rm.DataChange, add.DataChange = false, false
+		}
 		p.removes = append(p.removes, &rm)
 		p.adds = append(p.adds, add)
 		old[int32(id)] = fs.add

@@ -62,6 +62,12 @@ type Options struct {
 	// ColumnMapping of tables this sink creates: ColumnMappingNone (default)
 	// or ColumnMappingName. Existing tables keep theirs.
 	ColumnMapping string
+	// ChangeDataFeed creates tables with Delta's Change Data Feed on
+	// (delta.enableChangeDataFeed=true, writer feature changeDataFeed), and
+	// refuses to open an existing table that has it off (enable it with
+	// `cdc-sink table set-property`). Whatever this says, commits to a table
+	// with the feed on carry its change data (cdf.go).
+	ChangeDataFeed bool
 	// Fault is a test seam, nil in production: when set it is called at
 	// each FaultPoint of a commit, and an error aborts Apply there without
 	// any clean-up, as a crash would (crash-safety and fencing tests, also
@@ -77,6 +83,10 @@ type Options struct {
 
 // ErrForeignSink is returned when the table belongs to another sink name.
 var ErrForeignSink = errors.New("table is owned by another sink")
+
+// ErrChangeDataFeedOff: Options.ChangeDataFeed asks for the feed, but the
+// existing table does not have it on.
+var ErrChangeDataFeedOff = errors.New("change data feed is not enabled on the table")
 
 // Table applies micro-batches to one Delta table: a version-guarded MERGE
 // (insert / update / logical delete) committed atomically with the sink's
@@ -125,6 +135,9 @@ type state struct {
 	batchID int64
 	colMaps map[*normalize.Schema]*colMap
 	metaIdx [9]int // positions of the metadata columns, in metaFields order
+	// cdf: the table has Change Data Feed on, so every batch commit carries
+	// a change data file (cdf.go).
+	cdf bool
 }
 
 // setSchema installs a (new) table schema and the derived lookups.
@@ -295,6 +308,12 @@ func (t *Table) loadState(ctx context.Context, snap *snapshotView) (*state, erro
 	}
 	if err := st.setSchema(snap.schema); err != nil {
 		return nil, fmt.Errorf("table %s: %w", t.dir, err)
+	}
+	st.cdf = delta.ChangeDataFeedEnabled(&st.proto, meta)
+	if t.opts.ChangeDataFeed && !st.cdf {
+		return nil, fmt.Errorf("%w: table %s has %s off; enable it first with `cdc-sink table set-property %s %s=true` "+
+			"(the feed then starts at that version), or turn tables.change_data_feed off", ErrChangeDataFeedOff, t.dir,
+			delta.ConfEnableChangeDataFeed, t.dir, delta.ConfEnableChangeDataFeed)
 	}
 	prefix := t.opts.Sink + "/"
 	for app, v := range snap.txns {

@@ -28,7 +28,8 @@ type plan struct {
 	protocol  *delta.Protocol // nil: unchanged
 	dvUpdates []dvUpdate
 	newFiles  []newFile
-	expect    []fence // txn preconditions (Batch.From)
+	expect    []fence     // txn preconditions (Batch.From)
+	cdcs      []delta.CDC // change data files (tables with Change Data Feed on)
 }
 
 type dvUpdate struct {
@@ -58,6 +59,14 @@ func (t *Table) write(ctx context.Context, finals []*finalState, batchID int64, 
 	}
 	// Deterministic file content: rows ordered by key.
 	sort.Slice(finals, func(i, j int) bool { return finals[i].Key < finals[j].Key })
+	var before map[int][]any
+	if st.cdf {
+		// read before the index moves: the live images this batch replaces
+		var err error
+		if before, err = t.liveImages(ctx, finals); err != nil {
+			return nil, err
+		}
+	}
 	hide := map[int32][]uint64{}
 	nf := newFile{rows: int64(len(finals))}
 	rows := make([][]any, len(finals))
@@ -100,6 +109,14 @@ func (t *Table) write(ctx context.Context, finals []*finalState, batchID int64, 
 	nf.add = add
 	p.adds = append(p.adds, add)
 	p.newFiles = append(p.newFiles, nf)
+	if st.cdf {
+		c, n, err := t.writeChangeData(ctx, finals, before, rows)
+		if err != nil {
+			return nil, err
+		}
+		res.BytesWritten += n
+		p.cdcs = append(p.cdcs, c)
+	}
 
 	fileIDs := make([]int32, 0, len(hide))
 	for id := range hide {

@@ -8,7 +8,9 @@ microseconds since the epoch (UTC), dates as YYYY-MM-DD, binary as base64,
 floats as JSON numbers. Used by Go tests to check that our tables read back
 identically through an independent reader.
 
-usage: deltars_rows.py TABLE_DIR_OR_URL [--where SQL_PREDICATE] [--storage-option KEY=VALUE ...]
+usage: deltars_rows.py TABLE_DIR_OR_URL [--where SQL_PREDICATE] [--version V] [--storage-option KEY=VALUE ...]
+
+--version reads the table as of version V (time travel).
 
 --storage-option is passed to DeltaTable(storage_options=...) (object stores:
 AWS_ENDPOINT_URL, AWS_ALLOW_HTTP, AWS_REGION, ...); repeatable. Options from
@@ -51,20 +53,23 @@ def canon(v):
 def main():
     path = sys.argv[1]
     where = None
+    version = None
     opts = json.loads(os.environ.get("CDC_SINK_DELTARS_STORAGE_OPTIONS") or "{}")
     args = sys.argv[2:]
     while args:
-        if len(args) < 2 or args[0] not in ("--where", "--storage-option"):
-            sys.exit(f"usage: {sys.argv[0]} TABLE [--where SQL] [--storage-option K=V ...]")
+        if len(args) < 2 or args[0] not in ("--where", "--version", "--storage-option"):
+            sys.exit(f"usage: {sys.argv[0]} TABLE [--where SQL] [--version V] [--storage-option K=V ...]")
         if args[0] == "--where":
             where = args[1]
+        elif args[0] == "--version":
+            version = int(args[1])
         else:
             k, sep, v = args[1].partition("=")
             if not sep:
                 sys.exit(f"--storage-option {args[1]!r}: want KEY=VALUE")
             opts[k] = v
         args = args[2:]
-    dt = DeltaTable(path, storage_options=opts or None)
+    dt = DeltaTable(path, version=version, storage_options=opts or None)
     sql = "SELECT * FROM t" + (f" WHERE {where}" if where else "")
     reader = QueryBuilder().register("t", dt).execute(sql)
     # delta-rs returns an arro3 reader; pyarrow takes it via the C stream interface.

@@ -75,7 +75,8 @@ def s3a_config(builder):
     return builder
 
 
-def main():
+def session(paths):
+    """A local Spark session with Delta (and s3a when a path needs it)."""
     from delta import configure_spark_with_delta_pip
     from pyspark.sql import SparkSession
 
@@ -91,10 +92,15 @@ def main():
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
     )
-    if any(p.startswith(("s3://", "s3a://")) for p in sys.argv[1:]):
+    if any(p.startswith(("s3://", "s3a://")) for p in paths):
         builder = s3a_config(builder)
     spark = configure_spark_with_delta_pip(builder).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def main():
+    spark = session(sys.argv[1:])
     for path in sys.argv[1:]:
         df = spark.read.format("delta").load(path)
         rows = df.collect()

@@ -112,6 +112,7 @@ func main() {
 	s3Region := flag.String("s3-region", os.Getenv("CDC_SINK_STORAGE_S3_REGION"), "S3 region (default $CDC_SINK_STORAGE_S3_REGION, then the SDK's)")
 	keep := flag.Bool("keep", false, "keep the table")
 	cpuprof := flag.String("cpuprofile", "", "write a CPU profile of the measured batches")
+	cdf := flag.Bool("cdf", false, "the table has Change Data Feed on (each batch also writes its change data file)")
 	flag.Parse()
 	ctx := context.Background()
 	table, name := *location, *location
@@ -135,7 +136,7 @@ func main() {
 	if _, err := delta.OpenStorage(ctx, table, so); err != nil {
 		fail(fmt.Errorf("-table %s: %w", table, err))
 	}
-	opts := merge.Options{Sink: "bench", StorageOptions: so}
+	opts := merge.Options{Sink: "bench", StorageOptions: so, ChangeDataFeed: *cdf}
 	g := &gen{rng: rand.New(rand.NewSource(1))}
 	res := result{Table: name, Rows: *rows, BatchChanges: *batch, Batches: *batches}
 	off := int64(0)

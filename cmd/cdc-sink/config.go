@@ -117,6 +117,10 @@ type TableConf struct {
 	PathTemplate string              `yaml:"path_template" doc:"table path for a topic: {topic} {prefix} {db} {schema} {table}"`
 	Map          map[string]string   `yaml:"map" doc:"explicit topic → table path (wins over the template)"`
 	KeyColumns   map[string][]string `yaml:"key_columns" doc:"topic or schema.table → key columns for records with a null key"`
+	// ChangeDataFeed: tables the sink creates get Delta's Change Data Feed
+	// (docs/history.md); an existing table without it is refused until
+	// `cdc-sink table set-property DIR delta.enableChangeDataFeed=true`.
+	ChangeDataFeed bool `yaml:"change_data_feed" doc:"create tables with Delta Change Data Feed (delta.enableChangeDataFeed; readChangeFeed / load_cdf); existing tables need table set-property first"`
 }
 
 // RegConf configures the schema registry (Avro).

@@ -39,6 +39,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	foreign := fs.Bool("allow-foreign-sink", false, "write even if the table belongs to another sink name")
 	quiet := fs.Bool("quiet", false, "no progress line")
 	colMap := fs.String("column-mapping", merge.ColumnMappingNone, "none | name: Delta column mapping of a table this replay creates")
+	cdf := fs.Bool("change-data-feed", false, "create the table with Delta Change Data Feed (an existing table must have it: table set-property)")
 	onDrop := fs.String("on-drop-column", string(merge.DropKeep), "keep | drop: what happens to a table column the source dropped")
 	widening := fs.String("widening", string(merge.WidenRewrite), "rewrite | type_widening | off: how a column whose source type widened is followed (docs/types.md)")
 	rulesFile := fs.String("rules", "", "YAML file with data-quality rules (a rules: list, e.g. the run config; docs/rules.md)")
@@ -133,6 +134,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		Widening:         wmode,
 		OnDropColumn:     dmode,
 		ColumnMapping:    cmode,
+		ChangeDataFeed:   *cdf,
 		Route:            func(topic string) (string, bool) { return *table, !isControlTopic(topic) },
 		KeyColumns:       kc,
 		Quarantine:       qw,

@@ -19,7 +19,7 @@ import (
 	"github.com/cdcsink/cdc-sink/tablerows"
 )
 
-// cmdTable dispatches `cdc-sink table show|info|optimize|purge-tombstones|vacuum|cleanup-log|alter DIR`.
+// cmdTable dispatches `cdc-sink table show|info|optimize|purge-tombstones|vacuum|cleanup-log|alter|set-property DIR`.
 func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return dispatch(ctx, "table", "<subcommand> DIR [flags]", []subcommand{
 		{"show", "print the current rows (--format jsonl|table, --limit, --columns, --include-deleted)", tableShow},
@@ -30,6 +30,7 @@ func cmdTable(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		{"cleanup-log", "delete log files older than delta.logRetentionDuration that a checkpoint covers", tableCleanupLog},
 		{"purge-history", "drop history partitions whose source date is older than --older-than (90d); vacuum deletes the files", tablePurgeHistory},
 		{"alter", "change a column's type, converting its values (--column C --type T; after a schema_mismatch)", tableAlter},
+		{"set-property", "set a table property: DIR delta.enableChangeDataFeed=true|false (Change Data Feed from this version on)", tableSetProperty},
 	}, args, stdout, stderr)
 }
 
@@ -229,6 +230,9 @@ func tableInfo(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	kv("bytes", "%d (%s)", bytes, humanBytes(bytes))
 	if pc := snap.PartitionColumns(); len(pc) > 0 {
 		kv("partitioned", "%s", strings.Join(pc, ","))
+	}
+	if snap.ChangeDataFeedEnabled() {
+		kv("change feed", "on (%s=true: each commit's row changes in _change_data/)", delta.ConfEnableChangeDataFeed)
 	}
 	op, ts := lastCommit(ctx, t)
 	if !ts.IsZero() {

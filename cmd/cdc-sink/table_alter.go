@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
+	"github.com/cdcsink/cdc-sink/delta"
 	"github.com/cdcsink/cdc-sink/maintain"
 )
 
@@ -41,6 +43,41 @@ func tableAlter(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if res.Widening {
 		fmt.Fprintf(stdout, "note: %s -> %s is a type widening: the sink widens such a column by itself when a change brings the wider type; the rewrite was not required\n",
 			res.OldType, res.NewType)
+	}
+	return nil
+}
+
+// tableSetProperty is `cdc-sink table set-property DIR KEY=VALUE`: the
+// logic (which properties, the protocol change) is maintain.SetProperty.
+func tableSetProperty(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("table set-property", stderr)
+	pos, err := parseArgs(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 2 {
+		return &exitError{code: 2, msg: fmt.Sprintf("table set-property: want DIR KEY=VALUE, got %d arguments", len(pos))}
+	}
+	dir := pos[0]
+	if err := tableArg(fs.Name(), dir); err != nil {
+		return err
+	}
+	key, value, ok := strings.Cut(pos[1], "=")
+	if !ok || key == "" {
+		return &exitError{code: 2, msg: fmt.Sprintf("table set-property: %q is not KEY=VALUE", pos[1])}
+	}
+	res, err := maintain.SetProperty(ctx, dir, key, value, storageOpts)
+	if err != nil {
+		return err
+	}
+	if !res.Committed {
+		fmt.Fprintf(stdout, "table %s v%d: %s is already %s; nothing committed\n", dir, res.Version, key, value)
+		return nil
+	}
+	fmt.Fprintf(stdout, "table %s v%d: set %s=%s (operation %s)\n", dir, res.Version, key, value, maintain.OpSetProperties)
+	if key == delta.ConfEnableChangeDataFeed && strings.EqualFold(value, "true") {
+		fmt.Fprintf(stdout, "the change data feed starts at version %d: read it from there (Spark: option(\"startingVersion\", %d); delta-rs: load_cdf(starting_version=%d)); a running sink picks it up at its next batch\n",
+			res.Version, res.Version, res.Version)
 	}
 	return nil
 }

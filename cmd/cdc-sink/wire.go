@@ -32,6 +32,7 @@ type sinkSetup struct {
 	Widening         merge.WideningMode
 	OnDropColumn     merge.DropMode
 	ColumnMapping    string
+	ChangeDataFeed   bool // tables created with Change Data Feed; existing ones must have it
 	AllowForeignSink bool
 	Rules            *rules.Set // nil or empty: no rules
 	Logger           *slog.Logger
@@ -97,7 +98,7 @@ func (ts *tableSet) open(ctx context.Context, dir string) (*merge.Table, error) 
 		return t, nil
 	}
 	t, err := merge.Open(ctx, dir, merge.Options{
-		Sink: ts.setup.Sink, Truncate: ts.setup.Truncate, Widening: ts.setup.Widening, OnDropColumn: ts.setup.OnDropColumn, ColumnMapping: ts.setup.ColumnMapping, StorageOptions: storageOpts, AllowForeignSink: ts.setup.AllowForeignSink,
+		Sink: ts.setup.Sink, Truncate: ts.setup.Truncate, Widening: ts.setup.Widening, OnDropColumn: ts.setup.OnDropColumn, ColumnMapping: ts.setup.ColumnMapping, ChangeDataFeed: ts.setup.ChangeDataFeed, StorageOptions: storageOpts, AllowForeignSink: ts.setup.AllowForeignSink,
 		Logger: ts.setup.Logger, Fault: ts.setup.Fault,
 	})
 	if err != nil {

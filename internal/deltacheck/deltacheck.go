@@ -55,9 +55,23 @@ func ReadDeltaRS(t testing.TB, dir, where string) Table {
 // storage options (AWS_ENDPOINT_URL, AWS_ALLOW_HTTP, …).
 func ReadDeltaRSWith(t testing.TB, dir, where string, storageOptions map[string]string) Table {
 	t.Helper()
+	return readDeltaRS(t, dir, where, -1, storageOptions)
+}
+
+// ReadDeltaRSAt is ReadDeltaRS of the table as of version (time travel).
+func ReadDeltaRSAt(t testing.TB, dir, where string, version int64) Table {
+	t.Helper()
+	return readDeltaRS(t, dir, where, version, nil)
+}
+
+func readDeltaRS(t testing.TB, dir, where string, version int64, storageOptions map[string]string) Table {
+	t.Helper()
 	args := []string{filepath.Join(RepoRoot(), "scripts", "deltars_rows.py"), dir}
 	if where != "" {
 		args = append(args, "--where", where)
+	}
+	if version >= 0 {
+		args = append(args, "--version", fmt.Sprint(version))
 	}
 	keys := make([]string, 0, len(storageOptions))
 	for k := range storageOptions {
@@ -125,12 +139,29 @@ func ByKey(rows []map[string]any, key string) map[string]map[string]any {
 func ReadSpark(t testing.TB, dirs ...string) map[string]Table {
 	t.Helper()
 	args := append([]string{filepath.Join(RepoRoot(), "scripts", "spark_rows.py")}, dirs...)
+	return runTables(t, "spark read", args)
+}
+
+// ReadCDF reads the Change Data Feed of the tables from startingVersion on
+// with engine "deltars" (DeltaTable.load_cdf) or "spark" (readChangeFeed),
+// by directory. Rows hold the table's columns, _change_type and
+// _commit_version (canonical JSON, sorted); Version is not reported (-1).
+func ReadCDF(t testing.TB, engine string, startingVersion int64, dirs ...string) map[string]Table {
+	t.Helper()
+	args := append([]string{filepath.Join(RepoRoot(), "scripts", "cdf_rows.py"), engine, fmt.Sprint(startingVersion)}, dirs...)
+	return runTables(t, engine+" change data feed read", args)
+}
+
+// runTables runs a script printing {"table": ...} headers, each followed by
+// its rows.
+func runTables(t testing.TB, what string, args []string) map[string]Table {
+	t.Helper()
 	cmd := exec.Command(Python(t), args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("spark read failed: %v\n%s", err, tail(stderr.String(), 4000))
+		t.Fatalf("%s failed: %v\n%s", what, err, tail(stderr.String(), 4000))
 	}
 	res := map[string]Table{}
 	var cur string
