@@ -379,7 +379,7 @@ func (w *Writer) create(ctx context.Context, first *normalize.Change) error {
 		meta.Configuration[layout.ConfHistHash] = s
 	}
 	proto := delta.Protocol{MinReaderVersion: 1, MinWriterVersion: 2}
-	if hasNTZ(sch) {
+	if schema.HasTimestampNTZ(sch) {
 		proto = delta.Protocol{MinReaderVersion: 3, MinWriterVersion: 7, ReaderFeatures: []string{"timestampNtz"}, WriterFeatures: []string{"timestampNtz"}}
 	}
 	if _, err := delta.Create(ctx, w.tbl.Store(), "", meta, proto); err != nil && !errors.Is(err, delta.ErrTableExists) {
@@ -422,28 +422,6 @@ func (w *Writer) evolve(cs []*normalize.Change, keep []int) (*schema.StructType,
 		}
 	}
 	return out, !schema.Equal(cur, out), nil
-}
-
-func hasNTZ(s *schema.StructType) bool {
-	var walk func(dt schema.DataType) bool
-	walk = func(dt schema.DataType) bool {
-		switch x := dt.(type) {
-		case schema.PrimitiveType:
-			return x == schema.TimestampNTZ
-		case *schema.StructType:
-			for _, f := range x.Fields {
-				if walk(f.Type) {
-					return true
-				}
-			}
-		case *schema.ArrayType:
-			return walk(x.ElementType)
-		case *schema.MapType:
-			return walk(x.KeyType) || walk(x.ValueType)
-		}
-		return false
-	}
-	return walk(s)
 }
 
 func buildRecord(sc *arrow.Schema, rows [][]any) (arrow.RecordBatch, error) {

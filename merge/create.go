@@ -72,7 +72,7 @@ func (t *Table) create(ctx context.Context, first *normalize.Change) error {
 	proto := &delta.Protocol{MinReaderVersion: 3, MinWriterVersion: 7,
 		ReaderFeatures: []string{"deletionVectors"},
 		WriterFeatures: []string{"deletionVectors", "domainMetadata", "invariants"}}
-	if usesNTZ(sc) {
+	if schema.HasTimestampNTZ(sc) {
 		proto.ReaderFeatures = append(proto.ReaderFeatures, "timestampNtz")
 		proto.WriterFeatures = append(proto.WriterFeatures, "timestampNtz")
 	}
@@ -90,28 +90,6 @@ func (t *Table) create(ctx context.Context, first *normalize.Change) error {
 		return fmt.Errorf("create table %s: %w", t.dir, err)
 	}
 	return t.reload(ctx)
-}
-
-func usesNTZ(s *schema.StructType) bool {
-	var walk func(dt schema.DataType) bool
-	walk = func(dt schema.DataType) bool {
-		switch x := dt.(type) {
-		case schema.PrimitiveType:
-			return x == schema.TimestampNTZ
-		case *schema.StructType:
-			for _, f := range x.Fields {
-				if walk(f.Type) {
-					return true
-				}
-			}
-		case *schema.ArrayType:
-			return walk(x.ElementType)
-		case *schema.MapType:
-			return walk(x.KeyType) || walk(x.ValueType)
-		}
-		return false
-	}
-	return walk(s)
 }
 
 func inferType(v any) normalize.Type {

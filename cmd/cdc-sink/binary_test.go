@@ -80,8 +80,14 @@ type sinkProc struct {
 
 func startBinary(t *testing.T, name, bin, cfgFile string) *sinkProc {
 	t.Helper()
-	p := &sinkProc{stderr: &logSink{tag: name}, exited: make(chan struct{})}
-	p.cmd = exec.Command(bin, "run", "--config", cfgFile)
+	return startProc(t, name, exec.Command(bin, "run", "--config", cfgFile))
+}
+
+// startProc starts cmd with its output collected under name; it is killed
+// at cleanup if still running.
+func startProc(t *testing.T, name string, cmd *exec.Cmd) *sinkProc {
+	t.Helper()
+	p := &sinkProc{stderr: &logSink{tag: name}, exited: make(chan struct{}), cmd: cmd}
 	p.cmd.Stderr = p.stderr
 	p.cmd.Stdout = p.stderr
 	if err := p.cmd.Start(); err != nil {

@@ -61,28 +61,11 @@ func runTestChild() {
 // startChild runs the test binary in child mode (a separate process).
 func startChild(t *testing.T, name, cfgFile, pauseMarker string) *sinkProc {
 	t.Helper()
-	p := &sinkProc{stderr: &logSink{tag: name}, exited: make(chan struct{})}
-	p.cmd = exec.Command(os.Args[0], "-test.run=^$")
-	p.cmd.Env = append(os.Environ(), childEnv+"="+cfgFile, pauseEnv+"="+pauseMarker)
-	p.cmd.Stderr = p.stderr
-	p.cmd.Stdout = p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		_ = p.cmd.Wait()
-		p.state = p.cmd.ProcessState
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGCONT)
-		select {
-		case <-p.exited:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
-	})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"="+cfgFile, pauseEnv+"="+pauseMarker)
+	p := startProc(t, name, cmd)
+	// runs before startProc's kill: a paused child is resumed first
+	t.Cleanup(func() { _ = p.cmd.Process.Signal(syscall.SIGCONT) })
 	return p
 }
 

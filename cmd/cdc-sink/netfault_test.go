@@ -156,27 +156,9 @@ func (n *testNet) get(url string) (int, []byte, error) {
 // namespace, with env added to this process's environment.
 func (n *testNet) startSink(t *testing.T, cfgFile string, env ...string) *sinkProc {
 	t.Helper()
-	p := &sinkProc{stderr: &logSink{tag: "netns-sink"}, exited: make(chan struct{})}
-	p.cmd = exec.Command("ip", "netns", "exec", n.ns, os.Args[0], "-test.run=^$")
-	p.cmd.Env = append(append(os.Environ(), childEnv+"="+cfgFile), env...)
-	p.cmd.Stderr, p.cmd.Stdout = p.stderr, p.stderr
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		_ = p.cmd.Wait()
-		p.state = p.cmd.ProcessState
-		close(p.exited)
-	}()
-	t.Cleanup(func() {
-		select {
-		case <-p.exited:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-		}
-	})
-	return p
+	cmd := exec.Command("ip", "netns", "exec", n.ns, os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), childEnv+"="+cfgFile), env...)
+	return startProc(t, "netns-sink", cmd)
 }
 
 // nsSinkURL is where startSink's sink listens, inside the namespace.

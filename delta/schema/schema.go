@@ -668,3 +668,24 @@ func (f *StructField) clone() *StructField {
 	}
 	return c
 }
+
+// HasTimestampNTZ reports whether dt is or contains (in a struct, array or
+// map) timestamp_ntz: such a table needs the timestampNtz reader and writer
+// feature.
+func HasTimestampNTZ(dt DataType) bool {
+	switch x := dt.(type) {
+	case PrimitiveType:
+		return x == TimestampNTZ
+	case *StructType:
+		for _, f := range x.Fields {
+			if HasTimestampNTZ(f.Type) {
+				return true
+			}
+		}
+	case *ArrayType:
+		return HasTimestampNTZ(x.ElementType)
+	case *MapType:
+		return HasTimestampNTZ(x.KeyType) || HasTimestampNTZ(x.ValueType)
+	}
+	return false
+}
