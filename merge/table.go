@@ -4,7 +4,6 @@ package merge
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,12 +37,18 @@ const (
 
 // Options configures a Table.
 type Options struct {
-	// Sink is the sink name: txn appId of the batch counter, prefix of the
-	// per-partition offset appIds, and owner recorded in the table.
+	// Sink is the sink name: prefix of the txn appIds (batch counter,
+	// per-partition offsets), and owner recorded in the table.
 	Sink string
-	// Instance names this process among the instances of the sink, in each
-	// commit's commitInfo (operationParameters.instance) for audits of who
-	// advanced what. Default: host name and process id.
+	// InstanceID is this instance's stable name among the instances of the
+	// sink writing one table (a pod name): its batch counter is the txn
+	// appId "<sink>@<InstanceID>" (layout.BatchAppID), so instances do not
+	// all conflict on one appId. Empty: "<sink>", the single-instance
+	// layout. Letters, digits, '.', '_' or '-'.
+	InstanceID string
+	// Instance names this process in each commit's commitInfo
+	// (operationParameters.instance) for audits of who advanced what.
+	// Default: InstanceID, else host name and process id.
 	Instance string
 	// AllowForeignSink lets this sink write a table created by another sink.
 	AllowForeignSink bool
@@ -122,7 +127,8 @@ type state struct {
 	index   *keyIndex
 	offsets map[TP]int64
 	tracker []versioning.PartitionState
-	batchID int64
+	batchID int64 // this instance's batch counter (txn layout.BatchAppID)
+	topID   int64 // highest batch id of any instance of the sink
 	colMaps map[*normalize.Schema]*colMap
 	metaIdx [9]int // positions of the metadata columns, in metaFields order
 }
@@ -150,6 +156,12 @@ func Open(ctx context.Context, dir string, opts Options) (*Table, error) {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.InstanceID != "" && !validInstanceID(opts.InstanceID) {
+		return nil, fmt.Errorf("merge: instance id %q: must be 1-64 letters, digits, '.', '_' or '-'", opts.InstanceID)
+	}
+	if opts.Instance == "" {
+		opts.Instance = opts.InstanceID
 	}
 	if opts.Instance == "" {
 		host, _ := os.Hostname()
@@ -224,7 +236,7 @@ func (t *Table) TrackerState() []versioning.PartitionState {
 	return t.st.tracker
 }
 
-// LastBatchID is the sink's last committed batch id (0: none).
+// LastBatchID is this instance's last committed batch id (0: none).
 func (t *Table) LastBatchID() int64 {
 	if t.st == nil {
 		return 0
@@ -296,29 +308,22 @@ func (t *Table) loadState(ctx context.Context, snap *snapshotView) (*state, erro
 	if err := st.setSchema(snap.schema); err != nil {
 		return nil, fmt.Errorf("table %s: %w", t.dir, err)
 	}
-	prefix := t.opts.Sink + "/"
+	ownBatch := layout.BatchAppID(t.opts.Sink, t.opts.InstanceID)
 	for app, v := range snap.txns {
-		switch {
-		case app == t.opts.Sink:
-			st.batchID = v
-		case strings.HasPrefix(app, prefix):
-			rest := app[len(prefix):]
-			i := strings.LastIndexByte(rest, '/')
-			if i < 0 {
-				continue
+		if _, ok := layout.ParseBatchAppID(t.opts.Sink, app); ok {
+			st.topID = max(st.topID, v)
+			if app == ownBatch {
+				st.batchID = v
 			}
-			var p int32
-			if _, err := fmt.Sscanf(rest[i+1:], "%d", &p); err != nil {
-				continue
-			}
-			st.offsets[TP{rest[:i], p}] = v
+		} else if topic, p, ok := layout.ParseOffsetAppID(t.opts.Sink, app); ok {
+			st.offsets[TP{topic, p}] = v
 		}
 	}
-	if cfg, ok := snap.domains[layout.TrackerDomain(t.opts.Sink)]; ok && cfg != "" {
-		if err := json.Unmarshal([]byte(cfg), &st.tracker); err != nil {
-			return nil, fmt.Errorf("table %s: versioning state: %w", t.dir, err)
-		}
+	tracker, err := ReadTracker(t.opts.Sink, snap.domains)
+	if err != nil {
+		return nil, fmt.Errorf("table %s: %w", t.dir, err)
 	}
+	st.tracker = tracker
 	for _, a := range snap.files {
 		fs := &fileState{add: a, rows: -1}
 		if a.DeletionVector != nil {
@@ -580,7 +585,10 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 			offsetsMove = true
 		}
 	}
-	batchID := t.st.batchID + 1
+	// Above every instance's: batch ids keep growing when an instance
+	// changes its id (one is a counter per instance, not a unique id: two
+	// instances committing at once may use the same number).
+	batchID := max(t.st.batchID, t.st.topID) + 1
 	carried := t.carriedOffsets(b)
 	if len(carried) > 0 {
 		offsetsMove = true
@@ -620,13 +628,12 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 	}
 	res.WriteMs = time.Since(writeStart).Milliseconds()
 	commitStart := time.Now()
-	tracker := mergeTracker(t.st.tracker, b)
-	trackerJSON, err := json.Marshal(tracker)
+	domains, err := trackerDomains(t.opts.Sink, b)
 	if err != nil {
 		return nil, err
 	}
 	now := t.opts.Now()
-	plan.txns = append(plan.txns, delta.Txn{AppID: t.opts.Sink, Version: batchID, LastUpdated: ptr(now.UnixMilli())})
+	plan.txns = append(plan.txns, delta.Txn{AppID: layout.BatchAppID(t.opts.Sink, t.opts.InstanceID), Version: batchID, LastUpdated: ptr(now.UnixMilli())})
 	offsets := b.Offsets
 	if len(carried) > 0 {
 		offsets = maps.Clone(b.Offsets)
@@ -649,7 +656,7 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 		}
 		plan.txns = append(plan.txns, delta.Txn{AppID: offsetAppID(t.opts.Sink, tp), Version: o, LastUpdated: ptr(now.UnixMilli())})
 	}
-	plan.domains = append(plan.domains, delta.DomainMetadata{Domain: layout.TrackerDomain(t.opts.Sink), Configuration: string(trackerJSON)})
+	plan.domains = append(plan.domains, domains...)
 	plan.expect = expect
 	params := map[string]any{
 		"batchId": batchID, "sink": t.opts.Sink, "instance": t.opts.Instance,
@@ -726,14 +733,16 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 
 func ptr[T any](v T) *T { return &v }
 
-// mergeTracker is the versioning state to persist: the table's current
-// state, with only the partitions this batch covers replaced by the batch's.
-// Another instance owns the other partitions; their state must not be
-// overwritten with this process's (possibly older) view of them.
+// mergeTracker is the versioning state after a batch: the table's state,
+// with the partitions this batch covers replaced by the batch's. Another
+// instance owns the other partitions; their state must not be replaced by
+// this process's (possibly older) view of them.
 func mergeTracker(stored []versioning.PartitionState, b *Batch) []versioning.PartitionState {
 	ours := map[TP]bool{}
-	for tp := range b.Offsets {
-		ours[tp] = true
+	for _, s := range b.Tracker {
+		if _, ok := b.Offsets[TP{s.Topic, s.Partition}]; ok {
+			ours[TP{s.Topic, s.Partition}] = true
+		}
 	}
 	out := make([]versioning.PartitionState, 0, len(stored)+len(b.Tracker))
 	for _, s := range stored {
@@ -746,12 +755,7 @@ func mergeTracker(stored []versioning.PartitionState, b *Batch) []versioning.Par
 			out = append(out, s)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Topic != out[j].Topic {
-			return out[i].Topic < out[j].Topic
-		}
-		return out[i].Partition < out[j].Partition
-	})
+	sortStates(out)
 	return out
 }
 
@@ -788,6 +792,7 @@ func (t *Table) afterCommit(v int64, p *plan, b *Batch, batchID int64) {
 	st := t.st
 	st.version = v
 	st.batchID = batchID
+	st.topID = max(st.topID, batchID)
 	for tp, o := range b.Offsets {
 		if cur, ok := st.offsets[tp]; !ok || o > cur {
 			st.offsets[tp] = o

@@ -29,19 +29,20 @@ import (
 // are k=v,k=v in flags and env vars; a map given there is merged into the
 // file's map entry by entry (the same precedence per entry).
 type Config struct {
-	Sink    string       `yaml:"sink" doc:"sink name: txn appId, table owner, consumer group default, quarantine topic prefix"`
-	Kafka   KafkaConf    `yaml:"kafka"`
-	Table   TableConf    `yaml:"tables"`
-	Reg     RegConf      `yaml:"registry"`
-	Batch   BatchConf    `yaml:"batch"`
-	Quar    QuarConf     `yaml:"quarantine"`
-	HTTP    HTTPConf     `yaml:"http"`
-	Log     LogConf      `yaml:"log"`
-	Merge   MergeConf    `yaml:"merge"`
-	Schema  SchemaConf   `yaml:"schema"`
-	Storage StorageConf  `yaml:"storage"`
-	Maint   MaintConf    `yaml:"maintenance"`
-	Rules   []rules.Rule `yaml:"rules" doc:"data-quality rules (docs/rules.md); as a flag or CDC_SINK_RULES: a YAML file holding them (replaces the file's)"`
+	Sink       string       `yaml:"sink" doc:"sink name: txn appId, table owner, consumer group default, quarantine topic prefix"`
+	InstanceID string       `yaml:"instance_id" doc:"stable name of this instance when several instances of the sink write one table (a pod name): its batch txn appId is <sink>@<instance_id>; empty: <sink> (one instance)"`
+	Kafka      KafkaConf    `yaml:"kafka"`
+	Table      TableConf    `yaml:"tables"`
+	Reg        RegConf      `yaml:"registry"`
+	Batch      BatchConf    `yaml:"batch"`
+	Quar       QuarConf     `yaml:"quarantine"`
+	HTTP       HTTPConf     `yaml:"http"`
+	Log        LogConf      `yaml:"log"`
+	Merge      MergeConf    `yaml:"merge"`
+	Schema     SchemaConf   `yaml:"schema"`
+	Storage    StorageConf  `yaml:"storage"`
+	Maint      MaintConf    `yaml:"maintenance"`
+	Rules      []rules.Rule `yaml:"rules" doc:"data-quality rules (docs/rules.md); as a flag or CDC_SINK_RULES: a YAML file holding them (replaces the file's)"`
 }
 
 // StorageConf configures the object store backends beyond the SDKs' standard
@@ -445,6 +446,9 @@ func (c *Config) validate() error {
 	}
 	if !sinkNameRe.MatchString(c.Sink) {
 		return bad("sink", "%q must be letters, digits, '.', '_' or '-'", c.Sink)
+	}
+	if c.InstanceID != "" && (!sinkNameRe.MatchString(c.InstanceID) || len(c.InstanceID) > 64) {
+		return bad("instance_id", "%q must be at most 64 letters, digits, '.', '_' or '-'", c.InstanceID)
 	}
 	if _, err := rules.Compile(c.Rules); err != nil {
 		return bad("rules", "%v", err)

@@ -20,6 +20,8 @@ import (
 // sinkSetup is everything needed to build a pipeline, from flags or config.
 type sinkSetup struct {
 	Sink string
+	// InstanceID: merge.Options.InstanceID (run: config instance_id).
+	InstanceID string
 	// Route maps a topic to a table directory; ok=false for topics that route
 	// nowhere (heartbeats, transaction metadata).
 	Route            func(topic string) (dir string, ok bool)
@@ -55,7 +57,7 @@ func (ts *tableSet) open(ctx context.Context, dir string) (*merge.Table, error) 
 		return t, nil
 	}
 	t, err := merge.Open(ctx, dir, merge.Options{
-		Sink: ts.setup.Sink, Truncate: ts.setup.Truncate, Widening: ts.setup.Widening, OnDropColumn: ts.setup.OnDropColumn, ColumnMapping: ts.setup.ColumnMapping, StorageOptions: storageOpts, AllowForeignSink: ts.setup.AllowForeignSink,
+		Sink: ts.setup.Sink, InstanceID: ts.setup.InstanceID, Truncate: ts.setup.Truncate, Widening: ts.setup.Widening, OnDropColumn: ts.setup.OnDropColumn, ColumnMapping: ts.setup.ColumnMapping, StorageOptions: storageOpts, AllowForeignSink: ts.setup.AllowForeignSink,
 		Logger: ts.setup.Logger, Fault: ts.setup.Fault,
 	})
 	if err != nil {
