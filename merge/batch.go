@@ -61,4 +61,7 @@ type Result struct {
 	// Attempts is the number of commit attempts (plans) the batch took;
 	// Conflicts those lost to a concurrent writer (Attempts-1).
 	Attempts, Conflicts int
+	// Rebases counts the concurrent commits of other keys the batch's
+	// commit was retried on top of without re-planning.
+	Rebases int
 }

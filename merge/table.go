@@ -658,6 +658,13 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 	}
 	plan.domains = append(plan.domains, domains...)
 	plan.expect = expect
+	var rb *rebaseLog
+	if folded.Truncate == nil && sc == nil {
+		// the plan depends on its own keys' rows only: a winner that
+		// changed other keys is rebased over, not re-planned
+		rb = &rebaseLog{}
+		plan.winners = t.winnerCheck(batchKeys(usable, finals), rb)
+	}
 	params := map[string]any{
 		"batchId": batchID, "sink": t.opts.Sink, "instance": t.opts.Instance,
 		"inserted": res.Inserted, "updated": res.Updated, "deleted": res.Deleted,
@@ -719,13 +726,25 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 	res.Version = v
 	res.BatchID = batchID
 	if v != t.st.version+1 {
-		// Another writer committed in between (a blind append or a
-		// compaction that does not conflict with us): our in-memory index
-		// may point at files it removed, so rebuild it from the table.
-		if err := t.reload(ctx); err != nil {
-			return nil, err
+		// Other writers committed in between without conflicting with us:
+		// apply what they did to the state, or (a file they removed for
+		// good, a commit not seen by the check) rebuild it from the table.
+		if rb != nil {
+			res.Rebases = rb.commits
 		}
-		return res, nil
+		if rb == nil || rb.reload || int64(rb.commits) != v-t.st.version-1 {
+			if err := t.reload(ctx); err != nil {
+				return nil, err
+			}
+			return res, nil
+		}
+		if err := t.applyRebase(rb); err != nil {
+			t.opts.Logger.Warn("rebase of the in-memory state failed; reloading the table", "table", t.dir, "err", err)
+			if err := t.reload(ctx); err != nil {
+				return nil, err
+			}
+			return res, nil
+		}
 	}
 	t.afterCommit(v, plan, b, batchID)
 	return res, nil

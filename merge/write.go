@@ -29,6 +29,9 @@ type plan struct {
 	dvUpdates []dvUpdate
 	newFiles  []newFile
 	expect    []fence // txn preconditions (Batch.From)
+	// winners judges concurrent commits by key (rebase.go); nil: the
+	// commit reads the whole table (any concurrent data change conflicts).
+	winners delta.WinnerCheck
 }
 
 type dvUpdate struct {

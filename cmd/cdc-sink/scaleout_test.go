@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,6 +76,13 @@ func TestRuntimeThreeInstancesConflicts(t *testing.T) {
 	}
 	t.Logf("%d events, %v commits (log: %d, per instance %v): %.3f re-plans per commit (%v), %.3f rebases per commit (%v)",
 		len(s.Records), commits, audit.Commits, audit.ByInstance, replans/max(commits, 1), replans, rebases/max(commits, 1), rebases)
+	for _, r := range inst {
+		for _, l := range strings.Split(r.log.String(), "\n") {
+			if strings.Contains(l, "re-planning") {
+				t.Log(l)
+			}
+		}
+	}
 	for _, v := range audit.Violations {
 		t.Errorf("zombie commit: %s", v)
 	}
