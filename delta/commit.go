@@ -181,6 +181,15 @@ func (tx *Transaction) SetAppTransaction(appID string, version int64) *Transacti
 	return tx
 }
 
+// SetAppTransactionBlind records appId's version without depending on it:
+// a concurrent commit setting the same appId does not conflict (the later
+// commit's version is the table's). For a counter that labels commits
+// rather than making them idempotent.
+func (tx *Transaction) SetAppTransactionBlind(appID string, version int64) *Transaction {
+	tx.appTxns = append(tx.appTxns, Txn{AppID: appID, Version: version})
+	return tx
+}
+
 // TxnVersion reads appId's version from the read snapshot and records the
 // dependency: a concurrent commit setting that appId makes ours conflict.
 func (tx *Transaction) TxnVersion(appID string) (int64, bool) {

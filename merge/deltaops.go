@@ -125,7 +125,11 @@ func (o *deltaOps) commit(ctx context.Context, readVersion int64, p *plan, op st
 		tx.Add(*a)
 	}
 	for _, t := range p.txns {
-		tx.SetAppTransaction(t.AppID, t.Version)
+		if t.AppID == p.blindTxn {
+			tx.SetAppTransactionBlind(t.AppID, t.Version)
+		} else {
+			tx.SetAppTransaction(t.AppID, t.Version)
+		}
 	}
 	for _, e := range p.expect {
 		tx.ExpectTxn(e.appID, e.table)

@@ -3,12 +3,15 @@ package merge
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/cdcsink/cdc-sink/delta"
 	"github.com/cdcsink/cdc-sink/layout"
+	"github.com/cdcsink/cdc-sink/quarantine"
 	"github.com/cdcsink/cdc-sink/versioning"
 )
 
@@ -113,5 +116,78 @@ func TestReadTracker(t *testing.T) {
 				t.Fatalf("got %s, want %s…", s, tc.want)
 			}
 		})
+	}
+}
+
+// A batch that loses every commit race to a writer changing one of its keys
+// is re-planned up to MaxCommitAttempts, then fails with ErrGaveUp, which
+// is permanent (not retried by the pipeline as transient). Its rejects were
+// handed to quarantine once, not once per attempt, and the files of every
+// lost attempt were deleted.
+func TestApplyGivesUpAfterConflicts(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	b := openT(t, dir)
+	if _, err := b.Apply(ctx, batchOf("t", 1, ch(9, 'c', "B0", "1.00", v(1))), noReject(t)); err != nil {
+		t.Fatal(err)
+	}
+	won := 0
+	a, err := Open(ctx, dir, Options{Sink: "test", InstanceID: "a", MaxCommitAttempts: 3, Fault: func(point FaultPoint) error {
+		if point == FaultBeforeCommit {
+			won++ // the other writer changes our key before each of our commits
+			bt := batchOf("t", int64(1+won), ch(1, 'u', fmt.Sprintf("B%d", won), "1.00", v(uint64(10*won))))
+			bt.Offsets = map[TP]int64{{"t", 1}: int64(won)}
+			if _, err := b.Apply(ctx, bt, noReject(t)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := ch(5, 'c', "X", "1.00", v(3))
+	bad.Key, bad.KeyNames = []any{int64(5), int64(6)}, []string{"pedido_id", "extra"}
+	var rejected [][]Reject
+	_, err = a.Apply(ctx, batchOf("t", 2, ch(1, 'u', "A", "1.00", v(1000)), bad), func(_ context.Context, _ int64, rs []Reject) error {
+		rejected = append(rejected, rs)
+		return nil
+	})
+	if !errors.Is(err, ErrGaveUp) || errors.Is(err, ErrReplan) == false || quarantine.IsTransient(err) {
+		t.Fatalf("err = %v, want ErrGaveUp (wrapping the last ErrReplan), not transient", err)
+	}
+	if won != 3 {
+		t.Errorf("%d attempts, want 3", won)
+	}
+	if len(rejected) != 1 || len(rejected[0]) != 1 || rejected[0][0].Index != 1 {
+		t.Errorf("reject calls %+v, want one, with change 1", rejected)
+	}
+	snap, err := delta.OpenTable(delta.NewLocalStorage(dir), "").Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := map[string]bool{}
+	for _, f := range snap.Files() {
+		live[f.Path] = true
+		if f.DeletionVector != nil {
+			p, _ := f.DeletionVector.RelativePath()
+			live[p] = true
+		}
+	}
+	for _, tb := range snap.AllTombstones() {
+		live[tb.Path] = true
+		if tb.DeletionVector != nil {
+			p, _ := tb.DeletionVector.RelativePath()
+			live[p] = true
+		}
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if !e.IsDir() && !live[e.Name()] {
+			t.Errorf("file %s of a lost attempt left behind", e.Name())
+		}
 	}
 }

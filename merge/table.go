@@ -55,8 +55,14 @@ type Options struct {
 	Truncate         TruncateMode
 	// CheckpointInterval for new tables (delta.checkpointInterval); 0 = 10.
 	CheckpointInterval int
-	// MaxCommitAttempts bounds retries after a concurrent writer won (0 = 10).
+	// MaxCommitAttempts bounds re-plans after a concurrent writer changed
+	// what the batch read (0 = 100); ConflictBudget bounds their time
+	// (0 = 2m). Then Apply fails with ErrGaveUp. Generous: with today's
+	// layout two instances hiding rows in one shared file (the initial
+	// snapshot's) conflict on every race, and a batch bigger than the
+	// other instance's can lose many in a row before it wins.
 	MaxCommitAttempts int
+	ConflictBudget    time.Duration
 	Logger            *slog.Logger
 	Now               func() time.Time
 	// Widening says how a column whose source type widened is followed
@@ -177,7 +183,10 @@ func Open(ctx context.Context, dir string, opts Options) (*Table, error) {
 		opts.Widening = WidenRewrite
 	}
 	if opts.MaxCommitAttempts <= 0 {
-		opts.MaxCommitAttempts = 10
+		opts.MaxCommitAttempts = 100
+	}
+	if opts.ConflictBudget <= 0 {
+		opts.ConflictBudget = 2 * time.Minute
 	}
 	if opts.CheckpointInterval <= 0 {
 		opts.CheckpointInterval = 10
@@ -435,38 +444,78 @@ func (t *Table) Apply(ctx context.Context, b *Batch, reject func(ctx context.Con
 	if err := t.Refresh(ctx); err != nil {
 		return nil, err
 	}
+	// The one owner of re-plans: bounded by attempts and by time, with
+	// jittered backoff (instances racing for one table must not re-collide
+	// in lockstep). delta only rebases over commits that do not conflict.
+	// Rejects go to the caller once per batch, not once per attempt: a
+	// re-plan finds the same ones again (the first call always happens, so
+	// a caller can flush what it rejected itself).
+	sent, called := map[int]bool{}, false
+	once := func(ctx context.Context, batchID int64, rs []Reject) error {
+		fresh := make([]Reject, 0, len(rs))
+		for _, r := range rs {
+			if !sent[r.Index] {
+				fresh = append(fresh, r)
+			}
+		}
+		if called && len(fresh) == 0 {
+			return nil
+		}
+		if err := reject(ctx, batchID, fresh); err != nil {
+			return err
+		}
+		called = true
+		for _, r := range fresh {
+			sent[r.Index] = true
+		}
+		return nil
+	}
 	var lastErr error
+	start := time.Now()
 	back := 5 * time.Millisecond
-	for attempt := 0; attempt < t.opts.MaxCommitAttempts; attempt++ {
-		res, err := t.applyOnce(ctx, b, reject)
+	attempt := 0
+	for {
+		res, err := t.applyOnce(ctx, b, once)
+		attempt++
 		if err == nil {
-			res.Attempts, res.Conflicts = attempt+1, attempt
+			res.Attempts, res.Conflicts = attempt, attempt-1
 			return res, nil
 		}
-		if errors.Is(err, ErrFenced) || !errors.Is(err, delta.ErrConflict) {
+		if errors.Is(err, ErrFenced) || !errors.Is(err, ErrReplan) {
 			// fenced: never re-planned (the caller re-reads its progress)
 			return nil, err
 		}
 		lastErr = err
-		t.opts.Logger.Info("concurrent commit won, re-planning batch", "table", t.dir, "attempt", attempt+1, "err", err)
+		wait := back/2 + rand.N(back)
+		if attempt >= t.opts.MaxCommitAttempts || time.Since(start)+wait > t.opts.ConflictBudget {
+			break
+		}
+		t.opts.Logger.Info("concurrent commit won, re-planning batch", "table", t.dir, "attempt", attempt, "err", err)
 		if err := t.reload(ctx); err != nil {
 			return nil, err
 		}
-		// jittered backoff: instances racing for one table must not re-collide in lockstep
 		select {
 		case <-ctx.Done():
 			return nil, errors.Join(lastErr, ctx.Err())
-		case <-time.After(back/2 + rand.N(back)):
+		case <-time.After(wait):
 		}
-		back = min(2*back, time.Second)
+		back = min(2*back, 250*time.Millisecond) // a loser that waits long only loses again
 	}
-	return nil, quarantine.Transient(fmt.Errorf("table %s: %w (%d attempts): %w", t.dir, ErrConflicts, t.opts.MaxCommitAttempts, lastErr))
+	// Not transient: retrying the batch later would race the same writers
+	// again, for ever; the run stops and says why.
+	return nil, fmt.Errorf("table %s: %w (%d attempts in %v): %w", t.dir, ErrGaveUp, attempt, time.Since(start).Round(time.Millisecond), lastErr)
 }
 
-// ErrConflicts: the batch lost the commit race MaxCommitAttempts times in a
-// row. It is transient: the pipeline, which owns time-based retries, backs
-// off and applies the batch again.
-var ErrConflicts = errors.New("gave up after repeated conflicting commits")
+// ErrReplan marks a commit attempt that lost to a concurrent commit which
+// changed what the batch read (a key of the batch, a file it rewrites, the
+// metadata): Apply reloads and plans the batch again. Apply itself returns
+// it only wrapped in ErrGaveUp.
+var ErrReplan = errors.New("a concurrent commit changed what the batch read: re-plan")
+
+// ErrGaveUp: the batch was re-planned Options.MaxCommitAttempts times, or
+// for Options.ConflictBudget, and lost the commit race every time.
+// Permanent (not quarantine.IsTransient): the pipeline does not retry it.
+var ErrGaveUp = errors.New("gave up re-planning a batch that kept losing to concurrent commits")
 
 func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Context, int64, []Reject) error) (_ *Result, err error) {
 	res := &Result{}
@@ -634,6 +683,12 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 	}
 	now := t.opts.Now()
 	plan.txns = append(plan.txns, delta.Txn{AppID: layout.BatchAppID(t.opts.Sink, t.opts.InstanceID), Version: batchID, LastUpdated: ptr(now.UnixMilli())})
+	if t.opts.InstanceID == "" {
+		// "<sink>", shared by every instance without an id: a label, not
+		// what makes the commit idempotent (the offsets are), so another
+		// instance's concurrent batch counter does not conflict with ours
+		plan.blindTxn = plan.txns[len(plan.txns)-1].AppID
+	}
 	offsets := b.Offsets
 	if len(carried) > 0 {
 		offsets = maps.Clone(b.Offsets)
@@ -700,6 +755,9 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 		var fe *delta.FencedError
 		if errors.As(err, &fe) {
 			return nil, t.fencedByCommit(fe, expect, err)
+		}
+		if errors.Is(err, delta.ErrConflict) {
+			return nil, fmt.Errorf("%w: commit batch %d to %s: %w", ErrReplan, batchID, t.dir, err)
 		}
 		return nil, fmt.Errorf("commit batch %d to %s: %w", batchID, t.dir, err)
 	}

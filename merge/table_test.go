@@ -354,13 +354,16 @@ func TestOpenCorruptDataFile(t *testing.T) {
 func TestTableConflictReplannedAndCounted(t *testing.T) {
 	for _, tc := range []struct {
 		name                         string
+		id                           string // a's instance id (b has none)
 		winnerKey                    int64
 		attempts, conflicts, rebases int
 		want                         map[string]string
 	}{
-		{"other key: rebased", 2, 1, 0, 1, map[string]string{"1": "A1", "2": "B1", "9": "B0"}},
-		{"other key, hidden by a DV on a file we know: rebased", 9, 1, 0, 1, map[string]string{"1": "A1", "9": "B1"}},
-		{"same key: re-planned", 1, 2, 1, 0, map[string]string{"1": "A1", "9": "B0"}},
+		{"other key: rebased", "a", 2, 1, 0, 1, map[string]string{"1": "A1", "2": "B1", "9": "B0"}},
+		// both write the batch counter <sink>: a label, no conflict
+		{"other key, no instance ids: rebased", "", 2, 1, 0, 1, map[string]string{"1": "A1", "2": "B1", "9": "B0"}},
+		{"other key, hidden by a DV on a file we know: rebased", "a", 9, 1, 0, 1, map[string]string{"1": "A1", "9": "B1"}},
+		{"same key: re-planned", "a", 1, 2, 1, 0, map[string]string{"1": "A1", "9": "B0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -370,7 +373,7 @@ func TestTableConflictReplannedAndCounted(t *testing.T) {
 				t.Fatal(err)
 			}
 			once := false
-			a, err := Open(ctx, dir, Options{Sink: "test", InstanceID: "a", Fault: func(point FaultPoint) error {
+			a, err := Open(ctx, dir, Options{Sink: "test", InstanceID: tc.id, Fault: func(point FaultPoint) error {
 				if point == FaultBeforeCommit && !once {
 					once = true // the other writer commits between our plan and our commit
 					bt := batchOf("t", 2, ch(tc.winnerKey, 'u', "B1", "1.00", v(5)))

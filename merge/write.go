@@ -32,6 +32,9 @@ type plan struct {
 	// winners judges concurrent commits by key (rebase.go); nil: the
 	// commit reads the whole table (any concurrent data change conflicts).
 	winners delta.WinnerCheck
+	// blindTxn is a txn appId written without a read dependency (the
+	// batch counter shared by instances without an instance id).
+	blindTxn string
 }
 
 type dvUpdate struct {

@@ -154,6 +154,7 @@ type LogConf struct {
 type MergeConf struct {
 	Truncate      string        `yaml:"truncate" doc:"apply|ignore: what a source TRUNCATE does"`
 	ShutdownGrace time.Duration `yaml:"shutdown_grace" doc:"time to finish the current batch on SIGTERM"`
+	RetryBudget   time.Duration `yaml:"retry_budget" doc:"how long transient storage failures of one batch are retried before the run stops"`
 }
 
 // MaintConf schedules table maintenance from the sidecar.
@@ -168,7 +169,7 @@ func defaultConfig() Config {
 		Batch:  BatchConf{MaxRecords: 10000, MaxBytes: 64 << 20, MaxInterval: time.Second},
 		HTTP:   HTTPConf{Listen: "127.0.0.1:8081"},
 		Log:    LogConf{Level: "info", Format: "json"},
-		Merge:  MergeConf{Truncate: "apply", ShutdownGrace: 30 * time.Second},
+		Merge:  MergeConf{Truncate: "apply", ShutdownGrace: 30 * time.Second, RetryBudget: 10 * time.Minute},
 		Schema: SchemaConf{Widening: string(merge.WidenRewrite), OnDropColumn: string(merge.DropKeep), ColumnMapping: merge.ColumnMappingNone},
 	}
 }

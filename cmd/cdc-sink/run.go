@@ -120,6 +120,7 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 		Registry:      reg,
 		Quarantine:    qw,
 		Truncate:      merge.TruncateMode(cfg.Merge.Truncate),
+		RetryBudget:   cfg.Merge.RetryBudget,
 		Widening:      merge.WideningMode(cfg.Schema.Widening),
 		OnDropColumn:  merge.DropMode(cfg.Schema.OnDropColumn),
 		ColumnMapping: cfg.Schema.ColumnMapping,

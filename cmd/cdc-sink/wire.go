@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cdcsink/cdc-sink/envelope"
 	"github.com/cdcsink/cdc-sink/merge"
@@ -22,6 +23,8 @@ type sinkSetup struct {
 	Sink string
 	// InstanceID: merge.Options.InstanceID (run: config instance_id).
 	InstanceID string
+	// RetryBudget: pipeline.Config.RetryBudget (run: merge.retry_budget).
+	RetryBudget time.Duration
 	// Route maps a topic to a table directory; ok=false for topics that route
 	// nowhere (heartbeats, transaction metadata).
 	Route            func(topic string) (dir string, ok bool)
@@ -96,14 +99,15 @@ func buildPipeline(s *sinkSetup) (*pipeline.Pipeline, *tableSet, error) {
 		rs = s.Rules // no per-change cost without rules
 	}
 	p := pipeline.New(pipeline.Config{
-		Sink:       s.Sink,
-		Decoder:    dec,
-		Normalizer: norm,
-		Quarantine: s.Quarantine,
-		Rules:      rs,
-		Logger:     s.Logger,
-		Observer:   s.Observer,
-		Fence:      s.Fence,
+		Sink:        s.Sink,
+		Decoder:     dec,
+		Normalizer:  norm,
+		Quarantine:  s.Quarantine,
+		Rules:       rs,
+		Logger:      s.Logger,
+		Observer:    s.Observer,
+		Fence:       s.Fence,
+		RetryBudget: s.RetryBudget,
 		Route: func(ctx context.Context, topic string) (pipeline.Table, string, bool, error) {
 			dir, ok := s.Route(topic)
 			if !ok {
