@@ -72,3 +72,29 @@ func TestCheckWinners(t *testing.T) {
 		})
 	}
 }
+
+// A txn written blind does not conflict with a concurrent winner setting the
+// same appId (the later commit's version is the table's); one written with
+// SetAppTransaction does.
+func TestSetAppTransactionBlind(t *testing.T) {
+	for _, blind := range []bool{true, false} {
+		tb, _ := newTable(t, Protocol{}, nil)
+		s := snap(t, tb)
+		commit(t, snap(t, tb).Begin().Add(add("theirs")).SetAppTransaction("sink", 7))
+		tx := s.Begin().Add(add("ours"))
+		if blind {
+			tx.SetAppTransactionBlind("sink", 5)
+		} else {
+			tx.SetAppTransaction("sink", 5)
+		}
+		_, err := tx.Commit(context.Background(), "WRITE", nil)
+		if blind != (err == nil) || (!blind && !errors.Is(err, ErrConflict)) {
+			t.Fatalf("blind %v: err = %v", blind, err)
+		}
+		if blind {
+			if v, _ := snap(t, tb).TxnVersion("sink"); v != 5 {
+				t.Fatalf("txn sink = %d, want 5 (the later commit's)", v)
+			}
+		}
+	}
+}
