@@ -4,7 +4,6 @@ package audit
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sort"
@@ -105,9 +104,13 @@ func Redrive(ctx context.Context, entries []quarantine.Entry, cfg RedriveConfig)
 	var tracker []versioning.PartitionState
 	if t, err := tablerows.OpenWith(ctx, cfg.Table, cfg.Storage); err == nil {
 		rep.Owner, _ = t.Snap.Config(layout.ConfSink)
-		if st, ok := t.Snap.DomainMetadata(layout.TrackerDomain(rep.Owner)); ok && rep.Owner != "" && st != "" {
-			if err := json.Unmarshal([]byte(st), &tracker); err != nil {
-				return nil, fmt.Errorf("table %s: versioning state of sink %s: %w", cfg.Table, rep.Owner, err)
+		if rep.Owner != "" {
+			domains := map[string]string{}
+			for _, d := range t.Snap.Domains() {
+				domains[d], _ = t.Snap.DomainMetadata(d)
+			}
+			if tracker, err = merge.ReadTracker(rep.Owner, domains); err != nil {
+				return nil, fmt.Errorf("table %s: sink %s: %w", cfg.Table, rep.Owner, err)
 			}
 		}
 	} else if exists, xerr := tableExists(ctx, cfg.Table, cfg.Storage); xerr != nil {

@@ -123,6 +123,7 @@ type Transaction struct {
 	readTxns map[string]bool
 	expect   map[string]int64
 	readAll  bool
+	winners  WinnerCheck
 
 	// MaxAttempts bounds retries (default DefaultMaxAttempts).
 	MaxAttempts int
@@ -135,6 +136,9 @@ type Transaction struct {
 // CommitResult is what a successful commit produced.
 type CommitResult struct {
 	Version int64 // the table version written
+	// Rebased counts the concurrent commits that won a version before ours
+	// and did not conflict: ours was retried on top of them unchanged.
+	Rebased int
 	// CheckpointErr is why the automatic checkpoint after the commit failed
 	// (nil: none was due, or it was written). The commit itself stands:
 	// checkpoints are best effort, readers replay the log without them.
@@ -196,6 +200,15 @@ func (tx *Transaction) RemoveDomainMetadata(domain string) *Transaction {
 func (tx *Transaction) SetAppTransaction(appID string, version int64) *Transaction {
 	tx.appTxns = append(tx.appTxns, Txn{AppID: appID, Version: version})
 	tx.readTxns[appID] = true
+	return tx
+}
+
+// SetAppTransactionBlind records appId's version without depending on it:
+// a concurrent commit setting the same appId does not conflict (the later
+// commit's version is the table's). For a counter that labels commits
+// rather than making them idempotent.
+func (tx *Transaction) SetAppTransactionBlind(appID string, version int64) *Transaction {
+	tx.appTxns = append(tx.appTxns, Txn{AppID: appID, Version: version})
 	return tx
 }
 
@@ -261,6 +274,25 @@ func (tx *Transaction) checkExpected(winner int64, acts []Action) error {
 // ReadWholeTable declares that this transaction's writes depend on the
 // whole table contents (e.g. MERGE): any concurrent data change conflicts.
 func (tx *Transaction) ReadWholeTable() *Transaction { tx.readAll = true; return tx }
+
+// WinnerCheck decides whether a concurrent commit that won the version
+// before ours (its version and actions) invalidates our writes. It runs
+// after the built-in checks (metaData, protocol, our txn appIds and
+// domains, removes of files we also remove, fences) have passed. A
+// *ConflictError return is the conflict (Commit fills in the versions and
+// attempts); nil rebases ours onto it (retried at the next version
+// unchanged); any other error fails the commit as it is (ours did not land).
+type WinnerCheck func(ctx context.Context, version int64, actions []Action) error
+
+// CheckWinners makes f the judge of concurrent data changes, for a writer
+// that knows which rows its writes depend on (e.g. a MERGE by key that can
+// read the keys of a winner's new files): a finer rule than
+// ReadWholeTable, which it replaces.
+func (tx *Transaction) CheckWinners(f WinnerCheck) *Transaction {
+	tx.winners = f
+	tx.readAll = false
+	return tx
+}
 
 func (tx *Transaction) now() time.Time {
 	if tx.Now != nil {
@@ -494,6 +526,7 @@ func (tx *Transaction) CommitWithResult(ctx context.Context, op string, params m
 		max = DefaultMaxAttempts
 	}
 	v := tx.read.version + 1
+	rebased := 0
 	for attempt := 1; ; attempt++ {
 		err := tx.table.store.PutIfAbsent(ctx, tx.table.logKey(commitName(v)), data)
 		if err == nil {
@@ -510,13 +543,19 @@ func (tx *Transaction) CommitWithResult(ctx context.Context, op string, params m
 		if ferr := tx.checkExpected(v, winner); ferr != nil {
 			return fail, fmt.Errorf("commit %s: %w", op, ferr)
 		}
-		if cerr := tx.checkConflict(v, winner); cerr != nil {
+		cerr := tx.checkConflict(v, winner)
+		if cerr == nil && tx.winners != nil {
+			cerr = tx.winners(ctx, v, winner)
+		}
+		if cerr != nil {
 			var ce *ConflictError
-			if errors.As(cerr, &ce) {
-				ce.Attempts = attempt
+			if !errors.As(cerr, &ce) {
+				return fail, fmt.Errorf("commit %s: check concurrent commit v%d: %w", op, v, cerr)
 			}
+			ce.ReadVersion, ce.WinnerVersion, ce.Attempts = tx.read.version, v, attempt
 			return fail, fmt.Errorf("commit %s: %w", op, cerr)
 		}
+		rebased++
 		if attempt >= max {
 			return fail, fmt.Errorf("commit %s: %w", op, &ConflictError{ReadVersion: tx.read.version, WinnerVersion: v, Attempts: attempt,
 				Reason: fmt.Sprintf("gave up after %d attempts against concurrent commits", attempt)})
@@ -539,7 +578,7 @@ func (tx *Transaction) CommitWithResult(ctx context.Context, op string, params m
 			res.CheckpointErr = err
 		}
 	}
-	res.Version = v
+	res.Version, res.Rebased = v, rebased
 	return res, nil
 }
 

@@ -1,7 +1,8 @@
 // Package layout names what cdc-sink stores in a Delta table besides the
 // source's own columns: the _cdc_* metadata columns, the cdcsink.* table
 // properties, the tracker's domain metadata and the txn appIds that record
-// batches and per-partition offsets (README "Table layout").
+// batches and per-partition offsets (README "Table layout",
+// docs/table-layout.md).
 //
 // It is the one place these names are spelled, so the writer (merge) and
 // every reader (tablerows, maintain, status, audit, cmd) agree on them; it
@@ -45,11 +46,66 @@ const (
 	ConfDroppedColumns = "cdcsink.droppedColumns"
 )
 
-// TrackerDomain is the domain metadata holding sink's versioning tracker
-// state (per-partition positions, so a restart orders changes as before).
+// TrackerDomain is the domain metadata of the single-domain layout: sink's
+// versioning tracker state for all partitions in one JSON array. Tables
+// written before the per-partition layout have it; it is still read (a
+// partition's own domain, TrackerPartitionDomain, wins over it) but no
+// longer written, because every commit rewriting one shared domain makes
+// all instances of a sink conflict on every commit.
 func TrackerDomain(sink string) string { return "cdcsink.tracker." + sink }
 
-// The txn appIds: the sink's own name carries its batch counter, and
+// TrackerPartitionDomain is the domain metadata holding sink's versioning
+// tracker state of one partition (a JSON array of that one partition's
+// state), written by the instance owning the partition with its offsets.
+// Sink names and Kafka topic names never contain '/', so it parses back
+// unambiguously (ParseTrackerDomain).
+func TrackerPartitionDomain(sink, topic string, partition int32) string {
+	return TrackerDomain(sink) + "/" + topic + "/" + strconv.Itoa(int(partition))
+}
+
+// ParseTrackerDomain says whether domain holds sink's tracker state: the
+// single-domain layout (legacy true) or one partition's domain.
+func ParseTrackerDomain(sink, domain string) (topic string, partition int32, legacy, ok bool) {
+	if domain == TrackerDomain(sink) {
+		return "", 0, true, true
+	}
+	rest, ok := strings.CutPrefix(domain, TrackerDomain(sink)+"/")
+	if !ok {
+		return "", 0, false, false
+	}
+	topic, partition, ok = ParseOffsetAppID(sink, sink+"/"+rest)
+	return topic, partition, false, ok
+}
+
+// BatchAppID is the txn appId of an instance's batch counter: "<sink>" when
+// instance is empty (one instance per sink: the original layout), else
+// "<sink>@<instance>". Each instance of a sink writes only its own, so
+// their commits do not all conflict on one appId. The batch id is not what
+// makes a commit idempotent (the per-partition offsets are), so an instance
+// may change its id across restarts; a stable one (a pod name) only keeps
+// the number of appIds in the log bounded.
+func BatchAppID(sink, instance string) string {
+	if instance == "" {
+		return sink
+	}
+	return sink + "@" + instance
+}
+
+// ParseBatchAppID says whether app is a batch counter of sink, and of which
+// instance ("" for the single-instance appId). Sink names never contain
+// '@' or '/'.
+func ParseBatchAppID(sink, app string) (instance string, ok bool) {
+	if app == sink {
+		return "", true
+	}
+	inst, ok := strings.CutPrefix(app, sink+"@")
+	if !ok || inst == "" || strings.ContainsAny(inst, "/@") {
+		return "", false
+	}
+	return inst, true
+}
+
+// The txn appIds: the batch counters (BatchAppID), and
 // "<sink>/<topic>/<partition>" the partition's next offset.
 
 // OffsetAppID is the txn appId recording sink's next offset of a partition.

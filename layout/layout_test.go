@@ -59,3 +59,71 @@ func TestIsMetaColumn(t *testing.T) {
 		}
 	}
 }
+
+func TestParseBatchAppID(t *testing.T) {
+	for _, tc := range []struct {
+		sink, app, inst string
+		ok              bool
+	}{
+		{"s", "s", "", true}, // the single-instance layout
+		{"s", "s@pod-0", "pod-0", true},
+		{"s", "s@", "", false},
+		{"s", "s@a/b", "", false},
+		{"s", "s@a@b", "", false},
+		{"s", "s/t/0", "", false}, // an offset
+		{"s", "s-redrive", "", false},
+		{"s", "s-redrive@x", "", false},
+	} {
+		inst, ok := ParseBatchAppID(tc.sink, tc.app)
+		if inst != tc.inst || ok != tc.ok {
+			t.Errorf("ParseBatchAppID(%q, %q) = %q, %v", tc.sink, tc.app, inst, ok)
+		}
+		if tc.ok && BatchAppID(tc.sink, tc.inst) != tc.app {
+			t.Errorf("BatchAppID(%q, %q) = %q, want %q", tc.sink, tc.inst, BatchAppID(tc.sink, tc.inst), tc.app)
+		}
+	}
+}
+
+func TestParseTrackerDomain(t *testing.T) {
+	for _, tc := range []struct {
+		sink, domain, topic string
+		part                int32
+		legacy, ok          bool
+	}{
+		{"s", "cdcsink.tracker.s", "", 0, true, true},
+		{"s", "cdcsink.tracker.s/loja.public.orders/2", "loja.public.orders", 2, false, true},
+		{"s", "cdcsink.tracker.s.x/t/2", "", 0, false, false}, // sink "s.x" is another sink
+		{"s", "cdcsink.tracker.s/t/02", "", 0, false, false},
+		{"s", "cdcsink.tracker.s/t", "", 0, false, false},
+		{"s", "cdcsink.tracker.s2", "", 0, false, false},
+		{"s", "delta.rowTracking", "", 0, false, false},
+	} {
+		topic, p, legacy, ok := ParseTrackerDomain(tc.sink, tc.domain)
+		if topic != tc.topic || p != tc.part || legacy != tc.legacy || ok != tc.ok {
+			t.Errorf("ParseTrackerDomain(%q, %q) = %q, %d, %v, %v", tc.sink, tc.domain, topic, p, legacy, ok)
+		}
+		if tc.ok && !tc.legacy && TrackerPartitionDomain(tc.sink, tc.topic, tc.part) != tc.domain {
+			t.Errorf("TrackerPartitionDomain(%q, %q, %d) = %q", tc.sink, tc.topic, tc.part, TrackerPartitionDomain(tc.sink, tc.topic, tc.part))
+		}
+	}
+}
+
+// A successful parse of a batch appId or a tracker domain formats back to
+// the same string.
+func FuzzParseBatchAndTracker(f *testing.F) {
+	f.Add("s", "s@pod-0")
+	f.Add("s", "cdcsink.tracker.s/t/3")
+	f.Add("s", "cdcsink.tracker.s")
+	f.Fuzz(func(t *testing.T, sink, name string) {
+		if inst, ok := ParseBatchAppID(sink, name); ok && BatchAppID(sink, inst) != name {
+			t.Fatalf("ParseBatchAppID(%q, %q) = %q: formats back as %q", sink, name, inst, BatchAppID(sink, inst))
+		}
+		topic, p, legacy, ok := ParseTrackerDomain(sink, name)
+		switch {
+		case ok && legacy && name != TrackerDomain(sink):
+			t.Fatalf("ParseTrackerDomain(%q, %q): legacy, but TrackerDomain is %q", sink, name, TrackerDomain(sink))
+		case ok && !legacy && TrackerPartitionDomain(sink, topic, p) != name:
+			t.Fatalf("ParseTrackerDomain(%q, %q) = %q, %d: formats back as %q", sink, name, topic, p, TrackerPartitionDomain(sink, topic, p))
+		}
+	})
+}

@@ -69,4 +69,7 @@ type Result struct {
 	// Batch.Changes); nil when the table did not exist and nothing was
 	// creatable.
 	Outcomes []Outcome
+	// Rebases counts the concurrent commits of other keys the batch's
+	// commit was retried on top of without re-planning.
+	Rebases int
 }

@@ -99,15 +99,19 @@ func (o *deltaOps) create(ctx context.Context, meta *delta.Metadata, proto *delt
 	return err
 }
 
-// commit writes plan as the next version after readVersion. The MERGE reads
-// the whole table (the key index), so any concurrent data change conflicts
-// and the caller re-plans.
+// commit writes plan as the next version after readVersion. A concurrent
+// data change conflicts (the caller re-plans) as p.winners decides, or
+// always when the plan has no such rule (it read the whole table: a
+// truncate, a schema change).
 func (o *deltaOps) commit(ctx context.Context, readVersion int64, p *plan, op string, params map[string]any) (int64, int64, error) {
 	snap, err := o.tbl.SnapshotAt(ctx, readVersion)
 	if err != nil {
 		return -1, 0, fmt.Errorf("read snapshot v%d: %w", readVersion, err)
 	}
 	tx := snap.Begin().ReadWholeTable()
+	if p.winners != nil {
+		tx.CheckWinners(p.winners)
+	}
 	if p.metadata != nil {
 		tx.SetMetadata(*p.metadata)
 	}
@@ -122,7 +126,11 @@ func (o *deltaOps) commit(ctx context.Context, readVersion int64, p *plan, op st
 	}
 	tx.AddCDC(p.cdcs...)
 	for _, t := range p.txns {
-		tx.SetAppTransaction(t.AppID, t.Version)
+		if t.AppID == p.blindTxn {
+			tx.SetAppTransactionBlind(t.AppID, t.Version)
+		} else {
+			tx.SetAppTransaction(t.AppID, t.Version)
+		}
 	}
 	for _, e := range p.expect {
 		tx.ExpectTxn(e.appID, e.table)

@@ -90,7 +90,7 @@ func TestZombieFenced(t *testing.T) {
 				return
 			}
 			var fe *FencedError
-			if !errors.Is(err, ErrFenced) || !errors.As(err, &fe) || errors.Is(err, ErrConflicts) {
+			if !errors.Is(err, ErrFenced) || !errors.As(err, &fe) || errors.Is(err, ErrGaveUp) {
 				t.Fatalf("want a FencedError, got %v", err)
 			}
 			if got, ok := fe.Partitions[p0]; !ok || got != 5 || fe.From[p0] != 1 || len(fe.Partitions) != 1 {

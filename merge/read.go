@@ -91,50 +91,60 @@ func (o *deltaOps) readColumnsAs(ctx context.Context, sc *schema.StructType, fs 
 // scanIndex rebuilds the key → (file, row, version) index from every live
 // row of every file.
 func (o *deltaOps) scanIndex(ctx context.Context, st *state) error {
+	for id, fs := range st.files {
+		err := o.scanFile(ctx, st, fs, func(key []byte, row int, v versioning.Version, deleted bool) {
+			l := loc{file: int32(id), row: int32(row), ver: v, deleted: deleted}
+			if prev, dup := st.index.GetBytes(key); dup && !prev.ver.Less(v) {
+				return // a live duplicate would be a bug; keep the newest
+			}
+			st.index.SetBytes(key, l)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scanFile reads the key, version and deleted columns of one file, sets its
+// row counts, and calls fn for each live row (key: AppendKey encoding,
+// valid during the call only).
+func (o *deltaOps) scanFile(ctx context.Context, st *state, fs *fileState, fn func(key []byte, row int, v versioning.Version, deleted bool)) error {
 	names := append(append([]string(nil), st.keyCols...), layout.ColVersion, layout.ColDeleted)
 	nk := len(st.keyCols)
 	key := make([]any, nk)
 	var buf []byte
-	for id, fs := range st.files {
-		cols, rows, err := o.readColumns(ctx, st, fs, names)
+	cols, rows, err := o.readColumns(ctx, st, fs, names)
+	if err != nil {
+		return err
+	}
+	defer releaseAll(cols)
+	fs.rows = rows
+	fs.live = rows
+	if fs.dv != nil {
+		fs.live -= int64(fs.dv.GetCardinality())
+	}
+	vers, ok1 := cols[nk].(*array.String)
+	del, ok2 := cols[nk+1].(*array.Boolean)
+	if !ok1 || !ok2 {
+		return fmt.Errorf("file %s: %s/%s have types %s/%s, not string/boolean", fs.add.Path, layout.ColVersion, layout.ColDeleted, cols[nk].DataType(), cols[nk+1].DataType())
+	}
+	for r := 0; r < int(rows); r++ {
+		if fs.dv != nil && fs.dv.Contains(uint64(r)) {
+			continue
+		}
+		if vers.IsNull(r) || del.IsNull(r) {
+			return fmt.Errorf("file %s row %d: null %s or %s (file lacks the column, or not written by cdc-sink)", fs.add.Path, r, layout.ColVersion, layout.ColDeleted)
+		}
+		for k := 0; k < nk; k++ {
+			key[k] = arrowValue(cols[k], r)
+		}
+		buf = AppendKey(buf[:0], key)
+		v, err := versioning.ParseVersion(vers.Value(r))
 		if err != nil {
-			return err
+			return fmt.Errorf("file %s row %d: %w", fs.add.Path, r, err)
 		}
-		fs.rows = rows
-		fs.live = rows
-		if fs.dv != nil {
-			fs.live -= int64(fs.dv.GetCardinality())
-		}
-		vers, ok1 := cols[nk].(*array.String)
-		del, ok2 := cols[nk+1].(*array.Boolean)
-		if !ok1 || !ok2 {
-			releaseAll(cols)
-			return fmt.Errorf("file %s: %s/%s have types %s/%s, not string/boolean", fs.add.Path, layout.ColVersion, layout.ColDeleted, cols[nk].DataType(), cols[nk+1].DataType())
-		}
-		for r := 0; r < int(rows); r++ {
-			if fs.dv != nil && fs.dv.Contains(uint64(r)) {
-				continue
-			}
-			if vers.IsNull(r) || del.IsNull(r) {
-				releaseAll(cols)
-				return fmt.Errorf("file %s row %d: null %s or %s (file lacks the column, or not written by cdc-sink)", fs.add.Path, r, layout.ColVersion, layout.ColDeleted)
-			}
-			for k := 0; k < nk; k++ {
-				key[k] = arrowValue(cols[k], r)
-			}
-			buf = AppendKey(buf[:0], key)
-			v, err := versioning.ParseVersion(vers.Value(r))
-			if err != nil {
-				releaseAll(cols)
-				return fmt.Errorf("file %s row %d: %w", fs.add.Path, r, err)
-			}
-			l := loc{file: int32(id), row: int32(r), ver: v, deleted: del.Value(r)}
-			if prev, dup := st.index.GetBytes(buf); dup && !prev.ver.Less(v) {
-				continue // a live duplicate would be a bug; keep the newest
-			}
-			st.index.SetBytes(buf, l)
-		}
-		releaseAll(cols)
+		fn(buf, r, v, del.Value(r))
 	}
 	return nil
 }

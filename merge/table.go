@@ -4,7 +4,6 @@ package merge
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,20 +37,32 @@ const (
 
 // Options configures a Table.
 type Options struct {
-	// Sink is the sink name: txn appId of the batch counter, prefix of the
-	// per-partition offset appIds, and owner recorded in the table.
+	// Sink is the sink name: prefix of the txn appIds (batch counter,
+	// per-partition offsets), and owner recorded in the table.
 	Sink string
-	// Instance names this process among the instances of the sink, in each
-	// commit's commitInfo (operationParameters.instance) for audits of who
-	// advanced what. Default: host name and process id.
+	// InstanceID is this instance's stable name among the instances of the
+	// sink writing one table (a pod name): its batch counter is the txn
+	// appId "<sink>@<InstanceID>" (layout.BatchAppID), so instances do not
+	// all conflict on one appId. Empty: "<sink>", the single-instance
+	// layout. Letters, digits, '.', '_' or '-'.
+	InstanceID string
+	// Instance names this process in each commit's commitInfo
+	// (operationParameters.instance) for audits of who advanced what.
+	// Default: InstanceID, else host name and process id.
 	Instance string
 	// AllowForeignSink lets this sink write a table created by another sink.
 	AllowForeignSink bool
 	Truncate         TruncateMode
 	// CheckpointInterval for new tables (delta.checkpointInterval); 0 = 10.
 	CheckpointInterval int
-	// MaxCommitAttempts bounds retries after a concurrent writer won (0 = 10).
+	// MaxCommitAttempts bounds re-plans after a concurrent writer changed
+	// what the batch read (0 = 100); ConflictBudget bounds their time
+	// (0 = 2m). Then Apply fails with ErrGaveUp. Generous: with today's
+	// layout two instances hiding rows in one shared file (the initial
+	// snapshot's) conflict on every race, and a batch bigger than the
+	// other instance's can lose many in a row before it wins.
 	MaxCommitAttempts int
+	ConflictBudget    time.Duration
 	Logger            *slog.Logger
 	Now               func() time.Time
 	// Widening says how a column whose source type widened is followed
@@ -132,7 +143,8 @@ type state struct {
 	index   *keyIndex
 	offsets map[TP]int64
 	tracker []versioning.PartitionState
-	batchID int64
+	batchID int64 // this instance's batch counter (txn layout.BatchAppID)
+	topID   int64 // highest batch id of any instance of the sink
 	colMaps map[*normalize.Schema]*colMap
 	metaIdx [9]int // positions of the metadata columns, in metaFields order
 	// cdf: the table has Change Data Feed on, so every batch commit carries
@@ -164,6 +176,12 @@ func Open(ctx context.Context, dir string, opts Options) (*Table, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.InstanceID != "" && !validInstanceID(opts.InstanceID) {
+		return nil, fmt.Errorf("merge: instance id %q: must be 1-64 letters, digits, '.', '_' or '-'", opts.InstanceID)
+	}
+	if opts.Instance == "" {
+		opts.Instance = opts.InstanceID
+	}
 	if opts.Instance == "" {
 		host, _ := os.Hostname()
 		opts.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
@@ -178,7 +196,10 @@ func Open(ctx context.Context, dir string, opts Options) (*Table, error) {
 		opts.Widening = WidenRewrite
 	}
 	if opts.MaxCommitAttempts <= 0 {
-		opts.MaxCommitAttempts = 10
+		opts.MaxCommitAttempts = 100
+	}
+	if opts.ConflictBudget <= 0 {
+		opts.ConflictBudget = 2 * time.Minute
 	}
 	if opts.CheckpointInterval <= 0 {
 		opts.CheckpointInterval = 10
@@ -237,7 +258,7 @@ func (t *Table) TrackerState() []versioning.PartitionState {
 	return t.st.tracker
 }
 
-// LastBatchID is the sink's last committed batch id (0: none).
+// LastBatchID is this instance's last committed batch id (0: none).
 func (t *Table) LastBatchID() int64 {
 	if t.st == nil {
 		return 0
@@ -315,29 +336,22 @@ func (t *Table) loadState(ctx context.Context, snap *snapshotView) (*state, erro
 			"(the feed then starts at that version), or turn tables.change_data_feed off", ErrChangeDataFeedOff, t.dir,
 			delta.ConfEnableChangeDataFeed, t.dir, delta.ConfEnableChangeDataFeed)
 	}
-	prefix := t.opts.Sink + "/"
+	ownBatch := layout.BatchAppID(t.opts.Sink, t.opts.InstanceID)
 	for app, v := range snap.txns {
-		switch {
-		case app == t.opts.Sink:
-			st.batchID = v
-		case strings.HasPrefix(app, prefix):
-			rest := app[len(prefix):]
-			i := strings.LastIndexByte(rest, '/')
-			if i < 0 {
-				continue
+		if _, ok := layout.ParseBatchAppID(t.opts.Sink, app); ok {
+			st.topID = max(st.topID, v)
+			if app == ownBatch {
+				st.batchID = v
 			}
-			var p int32
-			if _, err := fmt.Sscanf(rest[i+1:], "%d", &p); err != nil {
-				continue
-			}
-			st.offsets[TP{rest[:i], p}] = v
+		} else if topic, p, ok := layout.ParseOffsetAppID(t.opts.Sink, app); ok {
+			st.offsets[TP{topic, p}] = v
 		}
 	}
-	if cfg, ok := snap.domains[layout.TrackerDomain(t.opts.Sink)]; ok && cfg != "" {
-		if err := json.Unmarshal([]byte(cfg), &st.tracker); err != nil {
-			return nil, fmt.Errorf("table %s: versioning state: %w", t.dir, err)
-		}
+	tracker, err := ReadTracker(t.opts.Sink, snap.domains)
+	if err != nil {
+		return nil, fmt.Errorf("table %s: %w", t.dir, err)
 	}
+	st.tracker = tracker
 	for _, a := range snap.files {
 		fs := &fileState{add: a, rows: -1}
 		if a.DeletionVector != nil {
@@ -449,38 +463,78 @@ func (t *Table) Apply(ctx context.Context, b *Batch, reject func(ctx context.Con
 	if err := t.Refresh(ctx); err != nil {
 		return nil, err
 	}
+	// The one owner of re-plans: bounded by attempts and by time, with
+	// jittered backoff (instances racing for one table must not re-collide
+	// in lockstep). delta only rebases over commits that do not conflict.
+	// Rejects go to the caller once per batch, not once per attempt: a
+	// re-plan finds the same ones again (the first call always happens, so
+	// a caller can flush what it rejected itself).
+	sent, called := map[int]bool{}, false
+	once := func(ctx context.Context, batchID int64, rs []Reject) error {
+		fresh := make([]Reject, 0, len(rs))
+		for _, r := range rs {
+			if !sent[r.Index] {
+				fresh = append(fresh, r)
+			}
+		}
+		if called && len(fresh) == 0 {
+			return nil
+		}
+		if err := reject(ctx, batchID, fresh); err != nil {
+			return err
+		}
+		called = true
+		for _, r := range fresh {
+			sent[r.Index] = true
+		}
+		return nil
+	}
 	var lastErr error
+	start := time.Now()
 	back := 5 * time.Millisecond
-	for attempt := 0; attempt < t.opts.MaxCommitAttempts; attempt++ {
-		res, err := t.applyOnce(ctx, b, reject)
+	attempt := 0
+	for {
+		res, err := t.applyOnce(ctx, b, once)
+		attempt++
 		if err == nil {
-			res.Attempts, res.Conflicts = attempt+1, attempt
+			res.Attempts, res.Conflicts = attempt, attempt-1
 			return res, nil
 		}
-		if errors.Is(err, ErrFenced) || !errors.Is(err, delta.ErrConflict) {
+		if errors.Is(err, ErrFenced) || !errors.Is(err, ErrReplan) {
 			// fenced: never re-planned (the caller re-reads its progress)
 			return nil, err
 		}
 		lastErr = err
-		t.opts.Logger.Info("concurrent commit won, re-planning batch", "table", t.dir, "attempt", attempt+1, "err", err)
+		wait := back/2 + rand.N(back)
+		if attempt >= t.opts.MaxCommitAttempts || time.Since(start)+wait > t.opts.ConflictBudget {
+			break
+		}
+		t.opts.Logger.Info("concurrent commit won, re-planning batch", "table", t.dir, "attempt", attempt, "err", err)
 		if err := t.reload(ctx); err != nil {
 			return nil, err
 		}
-		// jittered backoff: instances racing for one table must not re-collide in lockstep
 		select {
 		case <-ctx.Done():
 			return nil, errors.Join(lastErr, ctx.Err())
-		case <-time.After(back/2 + rand.N(back)):
+		case <-time.After(wait):
 		}
-		back = min(2*back, time.Second)
+		back = min(2*back, 250*time.Millisecond) // a loser that waits long only loses again
 	}
-	return nil, quarantine.Transient(fmt.Errorf("table %s: %w (%d attempts): %w", t.dir, ErrConflicts, t.opts.MaxCommitAttempts, lastErr))
+	// Not transient: retrying the batch later would race the same writers
+	// again, for ever; the run stops and says why.
+	return nil, fmt.Errorf("table %s: %w (%d attempts in %v): %w", t.dir, ErrGaveUp, attempt, time.Since(start).Round(time.Millisecond), lastErr)
 }
 
-// ErrConflicts: the batch lost the commit race MaxCommitAttempts times in a
-// row. It is transient: the pipeline, which owns time-based retries, backs
-// off and applies the batch again.
-var ErrConflicts = errors.New("gave up after repeated conflicting commits")
+// ErrReplan marks a commit attempt that lost to a concurrent commit which
+// changed what the batch read (a key of the batch, a file it rewrites, the
+// metadata): Apply reloads and plans the batch again. Apply itself returns
+// it only wrapped in ErrGaveUp.
+var ErrReplan = errors.New("a concurrent commit changed what the batch read: re-plan")
+
+// ErrGaveUp: the batch was re-planned Options.MaxCommitAttempts times, or
+// for Options.ConflictBudget, and lost the commit race every time.
+// Permanent (not quarantine.IsTransient): the pipeline does not retry it.
+var ErrGaveUp = errors.New("gave up re-planning a batch that kept losing to concurrent commits")
 
 func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Context, int64, []Reject) error) (_ *Result, err error) {
 	res := &Result{}
@@ -601,7 +655,10 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 			offsetsMove = true
 		}
 	}
-	batchID := t.st.batchID + 1
+	// Above every instance's: batch ids keep growing when an instance
+	// changes its id (one is a counter per instance, not a unique id: two
+	// instances committing at once may use the same number).
+	batchID := max(t.st.batchID, t.st.topID) + 1
 	carried := t.carriedOffsets(b)
 	if len(carried) > 0 {
 		offsetsMove = true
@@ -647,13 +704,18 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 	}
 	res.WriteMs = time.Since(writeStart).Milliseconds()
 	commitStart := time.Now()
-	tracker := mergeTracker(t.st.tracker, b)
-	trackerJSON, err := json.Marshal(tracker)
+	domains, err := trackerDomains(t.opts.Sink, b)
 	if err != nil {
 		return nil, err
 	}
 	now := t.opts.Now()
-	plan.txns = append(plan.txns, delta.Txn{AppID: t.opts.Sink, Version: batchID, LastUpdated: ptr(now.UnixMilli())})
+	plan.txns = append(plan.txns, delta.Txn{AppID: layout.BatchAppID(t.opts.Sink, t.opts.InstanceID), Version: batchID, LastUpdated: ptr(now.UnixMilli())})
+	if t.opts.InstanceID == "" {
+		// "<sink>", shared by every instance without an id: a label, not
+		// what makes the commit idempotent (the offsets are), so another
+		// instance's concurrent batch counter does not conflict with ours
+		plan.blindTxn = plan.txns[len(plan.txns)-1].AppID
+	}
 	offsets := b.Offsets
 	if len(carried) > 0 {
 		offsets = maps.Clone(b.Offsets)
@@ -676,8 +738,15 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 		}
 		plan.txns = append(plan.txns, delta.Txn{AppID: offsetAppID(t.opts.Sink, tp), Version: o, LastUpdated: ptr(now.UnixMilli())})
 	}
-	plan.domains = append(plan.domains, delta.DomainMetadata{Domain: layout.TrackerDomain(t.opts.Sink), Configuration: string(trackerJSON)})
+	plan.domains = append(plan.domains, domains...)
 	plan.expect = expect
+	var rb *rebaseLog
+	if folded.Truncate == nil && sc == nil {
+		// the plan depends on its own keys' rows only: a winner that
+		// changed other keys is rebased over, not re-planned
+		rb = &rebaseLog{}
+		plan.winners = t.winnerCheck(batchKeys(usable, finals), rb)
+	}
 	params := map[string]any{
 		"batchId": batchID, "sink": t.opts.Sink, "instance": t.opts.Instance,
 		"inserted": res.Inserted, "updated": res.Updated, "deleted": res.Deleted,
@@ -714,6 +783,9 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 		if errors.As(err, &fe) {
 			return nil, t.fencedByCommit(fe, expect, err)
 		}
+		if errors.Is(err, delta.ErrConflict) {
+			return nil, fmt.Errorf("%w: commit batch %d to %s: %w", ErrReplan, batchID, t.dir, err)
+		}
 		return nil, fmt.Errorf("commit batch %d to %s: %w", batchID, t.dir, err)
 	}
 	if len(carried) > 0 {
@@ -739,13 +811,25 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 	res.Version = v
 	res.BatchID = batchID
 	if v != t.st.version+1 {
-		// Another writer committed in between (a blind append or a
-		// compaction that does not conflict with us): our in-memory index
-		// may point at files it removed, so rebuild it from the table.
-		if err := t.reload(ctx); err != nil {
-			return nil, err
+		// Other writers committed in between without conflicting with us:
+		// apply what they did to the state, or (a file they removed for
+		// good, a commit not seen by the check) rebuild it from the table.
+		if rb != nil {
+			res.Rebases = rb.commits
 		}
-		return res, nil
+		if rb == nil || rb.reload || int64(rb.commits) != v-t.st.version-1 {
+			if err := t.reload(ctx); err != nil {
+				return nil, err
+			}
+			return res, nil
+		}
+		if err := t.applyRebase(rb); err != nil {
+			t.opts.Logger.Warn("rebase of the in-memory state failed; reloading the table", "table", t.dir, "err", err)
+			if err := t.reload(ctx); err != nil {
+				return nil, err
+			}
+			return res, nil
+		}
 	}
 	t.afterCommit(v, plan, b, batchID)
 	return res, nil
@@ -753,14 +837,16 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 
 func ptr[T any](v T) *T { return &v }
 
-// mergeTracker is the versioning state to persist: the table's current
-// state, with only the partitions this batch covers replaced by the batch's.
-// Another instance owns the other partitions; their state must not be
-// overwritten with this process's (possibly older) view of them.
+// mergeTracker is the versioning state after a batch: the table's state,
+// with the partitions this batch covers replaced by the batch's. Another
+// instance owns the other partitions; their state must not be replaced by
+// this process's (possibly older) view of them.
 func mergeTracker(stored []versioning.PartitionState, b *Batch) []versioning.PartitionState {
 	ours := map[TP]bool{}
-	for tp := range b.Offsets {
-		ours[tp] = true
+	for _, s := range b.Tracker {
+		if _, ok := b.Offsets[TP{s.Topic, s.Partition}]; ok {
+			ours[TP{s.Topic, s.Partition}] = true
+		}
 	}
 	out := make([]versioning.PartitionState, 0, len(stored)+len(b.Tracker))
 	for _, s := range stored {
@@ -773,12 +859,7 @@ func mergeTracker(stored []versioning.PartitionState, b *Batch) []versioning.Par
 			out = append(out, s)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].Topic != out[j].Topic {
-			return out[i].Topic < out[j].Topic
-		}
-		return out[i].Partition < out[j].Partition
-	})
+	sortStates(out)
 	return out
 }
 
@@ -815,6 +896,7 @@ func (t *Table) afterCommit(v int64, p *plan, b *Batch, batchID int64) {
 	st := t.st
 	st.version = v
 	st.batchID = batchID
+	st.topID = max(st.topID, batchID)
 	for tp, o := range b.Offsets {
 		if cur, ok := st.offsets[tp]; !ok || o > cur {
 			st.offsets[tp] = o

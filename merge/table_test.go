@@ -345,40 +345,84 @@ func TestOpenCorruptDataFile(t *testing.T) {
 	}
 }
 
-// A writer that loses the commit race re-plans against the winner's commit
-// and reports it: Attempts 2, Conflicts 1 (cdcsink_commit_conflicts_total,
-// cdcsink_commit_attempts); both writers' rows are in the table.
+// A writer that loses the commit race to a commit of other keys is rebased
+// over it (committed at the next version without re-planning, the winner's
+// files, keys and offsets applied to its in-memory state: it equals a fresh
+// open); one that loses to a commit of one of its own keys re-plans against
+// it (Attempts 2, Conflicts 1: cdcsink_commit_conflicts_total,
+// cdcsink_commit_attempts). Both writers' rows are in the table.
 func TestTableConflictReplannedAndCounted(t *testing.T) {
-	ctx := context.Background()
-	dir := t.TempDir()
-	b := openT(t, dir)
-	if _, err := b.Apply(ctx, batchOf("t", 1, ch(9, 'c', "B0", "1.00", v(1))), noReject(t)); err != nil {
-		t.Fatal(err)
-	}
-	once := false
-	a, err := Open(ctx, dir, Options{Sink: "test", Fault: func(point FaultPoint) error {
-		if point == FaultBeforeCommit && !once {
-			once = true // the other writer commits between our plan and our commit
-			bt := batchOf("t", 2, ch(2, 'c', "B1", "1.00", v(11)))
-			bt.Offsets = map[TP]int64{{"t", 1}: 1}
-			if _, err := b.Apply(ctx, bt, noReject(t)); err != nil {
+	for _, tc := range []struct {
+		name                         string
+		id                           string // a's instance id (b has none)
+		winnerKey                    int64
+		attempts, conflicts, rebases int
+		want                         map[string]string
+	}{
+		{"other key: rebased", "a", 2, 1, 0, 1, map[string]string{"1": "A1", "2": "B1", "9": "B0"}},
+		// both write the batch counter <sink>: a label, no conflict
+		{"other key, no instance ids: rebased", "", 2, 1, 0, 1, map[string]string{"1": "A1", "2": "B1", "9": "B0"}},
+		{"other key, hidden by a DV on a file we know: rebased", "a", 9, 1, 0, 1, map[string]string{"1": "A1", "9": "B1"}},
+		{"same key: re-planned", "a", 1, 2, 1, 0, map[string]string{"1": "A1", "9": "B0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			dir := t.TempDir()
+			b := openT(t, dir)
+			if _, err := b.Apply(ctx, batchOf("t", 1, ch(9, 'c', "B0", "1.00", v(1))), noReject(t)); err != nil {
 				t.Fatal(err)
 			}
-		}
-		return nil
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := a.Apply(ctx, batchOf("t", 2, ch(1, 'c', "A1", "1.00", v(10))), noReject(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Attempts != 2 || res.Conflicts != 1 || !res.Committed {
-		t.Fatalf("result %+v, want 2 attempts, 1 conflict, committed", res)
-	}
-	rows := deltacheck.ByKey(deltacheck.Decode(t, deltacheck.ReadDeltaRS(t, dir, "").Rows), "pedido_id")
-	if rows["1"]["status"] != "A1" || rows["2"]["status"] != "B1" || rows["9"]["status"] != "B0" {
-		t.Fatalf("rows = %v", rows)
+			once := false
+			a, err := Open(ctx, dir, Options{Sink: "test", InstanceID: tc.id, Fault: func(point FaultPoint) error {
+				if point == FaultBeforeCommit && !once {
+					once = true // the other writer commits between our plan and our commit
+					bt := batchOf("t", 2, ch(tc.winnerKey, 'u', "B1", "1.00", v(5)))
+					bt.Offsets = map[TP]int64{{"t", 1}: 1}
+					bt.Tracker = []versioning.PartitionState{{Topic: "t", Partition: 1, LastLSN: 5}}
+					if _, err := b.Apply(ctx, bt, noReject(t)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				return nil
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := a.Apply(ctx, batchOf("t", 2, ch(1, 'c', "A1", "1.00", v(10))), noReject(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Attempts != tc.attempts || res.Conflicts != tc.conflicts || res.Rebases != tc.rebases || !res.Committed {
+				t.Fatalf("result %+v, want %d attempts, %d conflicts, %d rebases, committed", res, tc.attempts, tc.conflicts, tc.rebases)
+			}
+			rows := deltacheck.ByKey(deltacheck.Decode(t, deltacheck.ReadDeltaRS(t, dir, "").Rows), "pedido_id")
+			if len(rows) != len(tc.want) {
+				t.Fatalf("rows = %v, want %v", rows, tc.want)
+			}
+			for k, st := range tc.want {
+				if rows[k]["status"] != st {
+					t.Fatalf("rows = %v, want %v", rows, tc.want)
+				}
+			}
+			fresh := openT(t, dir)
+			got, err := a.Rows(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := fresh.Rows(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) || a.Version() != fresh.Version() ||
+				fmt.Sprint(a.Offsets()) != fmt.Sprint(fresh.Offsets()) || fmt.Sprint(a.TrackerState()) != fmt.Sprint(fresh.TrackerState()) {
+				t.Fatalf("writer's state after the commit differs from a fresh open:\n rows %v\n want %v\n v%d/v%d offsets %v/%v tracker %v/%v",
+					got, want, a.Version(), fresh.Version(), a.Offsets(), fresh.Offsets(), a.TrackerState(), fresh.TrackerState())
+			}
+			// and it goes on from there: a later batch sees the winner's rows
+			res, err = a.Apply(ctx, batchOf("t", 3, ch(tc.winnerKey, 'u', "A2", "1.00", v(20))), noReject(t))
+			if err != nil || res.Updated != 1 {
+				t.Fatalf("next batch: %+v, %v", res, err)
+			}
+		})
 	}
 }

@@ -30,6 +30,12 @@ type plan struct {
 	newFiles  []newFile
 	expect    []fence     // txn preconditions (Batch.From)
 	cdcs      []delta.CDC // change data files (tables with Change Data Feed on)
+	// winners judges concurrent commits by key (rebase.go); nil: the
+	// commit reads the whole table (any concurrent data change conflicts).
+	winners delta.WinnerCheck
+	// blindTxn is a txn appId written without a read dependency (the
+	// batch counter shared by instances without an instance id).
+	blindTxn string
 }
 
 type dvUpdate struct {

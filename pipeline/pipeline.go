@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"time"
 
 	"github.com/cdcsink/cdc-sink/envelope"
@@ -85,9 +86,14 @@ type Config struct {
 	// instead of landing (see Runner.Reseek). For consumer-group sinks
 	// (`run`); single-writer tools leave it off.
 	Fence bool
-	// Backoff for transient failures: starts at MinBackoff, doubles up to MaxBackoff.
+	// Backoff for transient failures: starts at MinBackoff, doubles up to
+	// MaxBackoff, jittered.
 	MinBackoff, MaxBackoff time.Duration
-	Now                    func() time.Time
+	// RetryBudget bounds how long transient failures of one batch's apply
+	// are retried (0 = 10m); then the batch fails with ErrRetriesExhausted,
+	// which nothing retries again.
+	RetryBudget time.Duration
+	Now         func() time.Time
 }
 
 // Pipeline applies micro-batches. It is not safe for concurrent Process calls.
@@ -105,6 +111,9 @@ func New(cfg Config) *Pipeline {
 	}
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 10 * time.Second
+	}
+	if cfg.RetryBudget <= 0 {
+		cfg.RetryBudget = 10 * time.Minute
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -395,7 +404,11 @@ func (p *Pipeline) apply(ctx context.Context, w *tableWork, rep *Report) (*merge
 		}
 		return nil
 	}
+	// The one owner of transient-failure retries of a batch's apply, within
+	// RetryBudget (merge owns re-plans after conflicts, with its own budget;
+	// what it gives up on is permanent and not retried here).
 	back := p.cfg.MinBackoff
+	start := time.Now()
 	for {
 		res, err := w.t.Apply(ctx, batch, reject)
 		if err == nil {
@@ -404,18 +417,26 @@ func (p *Pipeline) apply(ctx context.Context, w *tableWork, rep *Report) (*merge
 		if !quarantine.IsTransient(err) || ctx.Err() != nil {
 			return nil, err
 		}
-		p.cfg.Logger.Warn("transient apply failure, retrying", "table", w.name, "err", err, "backoff", back)
+		wait := back/2 + rand.N(back)
+		if spent := time.Since(start); spent+wait > p.cfg.RetryBudget {
+			return nil, fmt.Errorf("table %s: %w (%v): %w", w.name, ErrRetriesExhausted, spent.Round(time.Millisecond), err)
+		}
+		p.cfg.Logger.Warn("transient apply failure, retrying", "table", w.name, "err", err, "backoff", wait)
 		if ro, ok := p.cfg.Observer.(RetryObserver); ok {
 			ro.ApplyRetried(w.name, err)
 		}
 		select {
 		case <-ctx.Done():
 			return nil, errors.Join(err, ctx.Err())
-		case <-time.After(back):
+		case <-time.After(wait):
 		}
 		back = min(back*2, p.cfg.MaxBackoff)
 	}
 }
+
+// ErrRetriesExhausted: a batch's apply kept failing transiently for
+// Config.RetryBudget. Permanent: the runner does not retry it again.
+var ErrRetriesExhausted = errors.New("transient failures outlasted the retry budget")
 
 // writeQuarantine retries until the entries are acknowledged: a record must
 // never be counted done before its quarantine copy is durable.

@@ -46,10 +46,12 @@ func (fakeNorm) Normalize(_ *envelope.Event, r *source.Record) (*normalize.Chang
 // fakeTable records what it is asked to apply and calls reject first, as
 // merge.Table does.
 type fakeTable struct {
-	next    map[merge.TP]int64
-	applied []*merge.Batch
-	events  *[]string
-	fail    error
+	next     map[merge.TP]int64
+	applied  []*merge.Batch
+	events   *[]string
+	fail     error
+	always   error // returned by every Apply (counted in attempts)
+	attempts int
 }
 
 func (t *fakeTable) NextOffset(topic string, p int32) (int64, bool) {
@@ -60,6 +62,10 @@ func (t *fakeTable) TrackerState() []versioning.PartitionState { return nil }
 func (t *fakeTable) Apply(ctx context.Context, b *merge.Batch, reject func(context.Context, int64, []merge.Reject) error) (*merge.Result, error) {
 	if err := reject(ctx, 7, nil); err != nil {
 		return nil, err
+	}
+	if t.always != nil {
+		t.attempts++
+		return nil, t.always
 	}
 	if t.fail != nil {
 		err := t.fail

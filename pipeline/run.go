@@ -238,6 +238,8 @@ func graceContext(ctx context.Context, grace time.Duration) (context.Context, co
 	}
 }
 
+// isRetryable: transient, and not already retried for its budget below
+// (pipeline apply) or given up on by merge (never transient).
 func isRetryable(err error) bool {
-	return quarantine.IsTransient(err)
+	return quarantine.IsTransient(err) && !errors.Is(err, ErrRetriesExhausted)
 }

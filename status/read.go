@@ -62,8 +62,11 @@ func FromTables(ctx context.Context, tables []*tablerows.Table) (*Status, error)
 		txns := t.Snap.Txns()
 		if sink != "" {
 			sinks[sink] = true
-			if b, ok := txns[sink]; ok {
-				tb.BatchID = b.Version
+			for app, tx := range txns {
+				// the highest batch counter of any instance of the sink
+				if _, ok := layout.ParseBatchAppID(sink, app); ok && tx.Version > tb.BatchID {
+					tb.BatchID = tx.Version
+				}
 			}
 			// Offsets are txns with appId <sink>/<topic>/<partition>.
 			for app, tx := range txns {

@@ -29,20 +29,21 @@ import (
 // are k=v,k=v in flags and env vars; a map given there is merged into the
 // file's map entry by entry (the same precedence per entry).
 type Config struct {
-	Sink    string       `yaml:"sink" doc:"sink name: txn appId, table owner, consumer group default, quarantine topic prefix"`
-	Kafka   KafkaConf    `yaml:"kafka"`
-	Table   TableConf    `yaml:"tables"`
-	History HistoryConf  `yaml:"history"`
-	Reg     RegConf      `yaml:"registry"`
-	Batch   BatchConf    `yaml:"batch"`
-	Quar    QuarConf     `yaml:"quarantine"`
-	HTTP    HTTPConf     `yaml:"http"`
-	Log     LogConf      `yaml:"log"`
-	Merge   MergeConf    `yaml:"merge"`
-	Schema  SchemaConf   `yaml:"schema"`
-	Storage StorageConf  `yaml:"storage"`
-	Maint   MaintConf    `yaml:"maintenance"`
-	Rules   []rules.Rule `yaml:"rules" doc:"data-quality rules (docs/rules.md); as a flag or CDC_SINK_RULES: a YAML file holding them (replaces the file's)"`
+	Sink       string       `yaml:"sink" doc:"sink name: txn appId, table owner, consumer group default, quarantine topic prefix"`
+	InstanceID string       `yaml:"instance_id" doc:"stable name of this instance when several instances of the sink write one table (a pod name): its batch txn appId is <sink>@<instance_id>; empty: <sink> (one instance)"`
+	Kafka      KafkaConf    `yaml:"kafka"`
+	Table      TableConf    `yaml:"tables"`
+	History    HistoryConf  `yaml:"history"`
+	Reg        RegConf      `yaml:"registry"`
+	Batch      BatchConf    `yaml:"batch"`
+	Quar       QuarConf     `yaml:"quarantine"`
+	HTTP       HTTPConf     `yaml:"http"`
+	Log        LogConf      `yaml:"log"`
+	Merge      MergeConf    `yaml:"merge"`
+	Schema     SchemaConf   `yaml:"schema"`
+	Storage    StorageConf  `yaml:"storage"`
+	Maint      MaintConf    `yaml:"maintenance"`
+	Rules      []rules.Rule `yaml:"rules" doc:"data-quality rules (docs/rules.md); as a flag or CDC_SINK_RULES: a YAML file holding them (replaces the file's)"`
 }
 
 // StorageConf configures the object store backends beyond the SDKs' standard
@@ -163,6 +164,7 @@ type LogConf struct {
 type MergeConf struct {
 	Truncate      string        `yaml:"truncate" doc:"apply|ignore: what a source TRUNCATE does"`
 	ShutdownGrace time.Duration `yaml:"shutdown_grace" doc:"time to finish the current batch on SIGTERM"`
+	RetryBudget   time.Duration `yaml:"retry_budget" doc:"how long transient storage failures of one batch are retried before the run stops"`
 }
 
 // MaintConf schedules table maintenance from the sidecar.
@@ -178,7 +180,7 @@ func defaultConfig() Config {
 		Kafka:  KafkaConf{UnreachableAfter: 15 * time.Second},
 		HTTP:   HTTPConf{Listen: "127.0.0.1:8081"},
 		Log:    LogConf{Level: "info", Format: "json"},
-		Merge:  MergeConf{Truncate: "apply", ShutdownGrace: 30 * time.Second},
+		Merge:  MergeConf{Truncate: "apply", ShutdownGrace: 30 * time.Second, RetryBudget: 10 * time.Minute},
 		Schema: SchemaConf{Widening: string(merge.WidenRewrite), OnDropColumn: string(merge.DropKeep), ColumnMapping: merge.ColumnMappingNone},
 	}
 }
@@ -456,6 +458,9 @@ func (c *Config) validate() error {
 	}
 	if !sinkNameRe.MatchString(c.Sink) {
 		return bad("sink", "%q must be letters, digits, '.', '_' or '-'", c.Sink)
+	}
+	if c.InstanceID != "" && (!sinkNameRe.MatchString(c.InstanceID) || len(c.InstanceID) > 64) {
+		return bad("instance_id", "%q must be at most 64 letters, digits, '.', '_' or '-'", c.InstanceID)
 	}
 	if _, err := rules.Compile(c.Rules); err != nil {
 		return bad("rules", "%v", err)

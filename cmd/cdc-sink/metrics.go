@@ -33,6 +33,7 @@ type metrics struct {
 	commitDur   prometheus.Histogram
 	attempts    prometheus.Histogram
 	conflicts   *prometheus.CounterVec
+	rebases     *prometheus.CounterVec
 	ruleViol    *prometheus.CounterVec
 	fenced      *prometheus.CounterVec
 	e2e         prometheus.Histogram
@@ -70,7 +71,8 @@ func newMetrics(sink string) *metrics {
 	m.attempts = f.histogram("cdcsink_commit_attempts", "Commit attempts (plans) per table commit: 1 unless a concurrent writer won.", []float64{1, 2, 3, 5, 10})
 	m.ruleViol = f.counterVec("cdcsink_rule_violations_total", "Changes that broke a data-quality rule, by table, rule and the rule's action (quarantine, drop, fail, warn).", "table", "rule", "action")
 	m.fenced = f.counterVec("cdcsink_fenced_partitions_total", "Partitions whose batch was fenced: another instance had advanced them in the table (their records were dropped and re-read from the table's offset if still assigned), by topic.", "topic")
-	m.conflicts = f.counterVec("cdcsink_commit_conflicts_total", "Commit attempts lost to a concurrent writer (the batch was re-planned), by table.", "table")
+	m.conflicts = f.counterVec("cdcsink_commit_conflicts_total", "Commit attempts lost to a concurrent writer that changed the batch's keys or files (the batch was re-planned), by table.", "table")
+	m.rebases = f.counterVec("cdcsink_commit_rebases_total", "Concurrent commits of other keys a table commit was retried on top of without re-planning, by table.", "table")
 	m.e2e = f.histogram("cdcsink_end_to_end_latency_seconds", "Source commit time to Delta commit, for the newest change of a batch.", prometheus.ExponentialBuckets(0.01, 2, 16))
 	m.lag = f.gaugeVec("cdcsink_consumer_lag", "Records between the consumer position and the high watermark.", "topic", "partition")
 	m.tableVer = f.gaugeVec("cdcsink_table_version", "Delta table version after the last commit.", "table")
@@ -206,6 +208,9 @@ func (m *metrics) BatchDone(r *pipeline.Report) {
 		p.Skipped["duplicate"] += res.Duplicate
 		if res.Conflicts > 0 {
 			m.conflicts.WithLabelValues(tr.Table).Add(float64(res.Conflicts))
+		}
+		if res.Rebases > 0 {
+			m.rebases.WithLabelValues(tr.Table).Add(float64(res.Rebases))
 		}
 		if res.Committed {
 			m.attempts.Observe(float64(max(res.Attempts, 1)))

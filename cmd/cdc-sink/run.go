@@ -106,7 +106,7 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 		return fmt.Errorf("config key rules: %w", err)
 	}
 	setup := &sinkSetup{
-		Sink: cfg.Sink,
+		Sink: cfg.Sink, InstanceID: cfg.InstanceID,
 		Route: func(topic string) (string, bool) {
 			if d, ok := cfg.Table.Map[topic]; ok {
 				return canonLocation(d), true
@@ -120,6 +120,7 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 		Registry:       reg,
 		Quarantine:     qw,
 		Truncate:       merge.TruncateMode(cfg.Merge.Truncate),
+		RetryBudget:    cfg.Merge.RetryBudget,
 		Widening:       merge.WideningMode(cfg.Schema.Widening),
 		OnDropColumn:   merge.DropMode(cfg.Schema.OnDropColumn),
 		ColumnMapping:  cfg.Schema.ColumnMapping,

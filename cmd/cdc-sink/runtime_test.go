@@ -846,6 +846,10 @@ func TestLoadConfig(t *testing.T) {
 			err: []string{"config key rules", `rule "half"`, "expr"}},
 		{name: "unknown rule key", yaml: base + "rules:\n  - name: r\n    requird: [amount]\n",
 			err: []string{"config key rules", `unknown rule key "requird"`, "line 6"}},
+		{name: "instance id from env", yaml: base, env: env{"CDC_SINK_INSTANCE_ID": "orders-sink-1"}, check: func(t *testing.T, c *Config) {
+			eq(t, "instance_id", c.InstanceID, "orders-sink-1")
+		}},
+		{name: "bad instance id", yaml: base + "instance_id: pod/1\n", err: []string{"config key instance_id", `"pod/1"`}},
 		{name: "bad broker by flag", yaml: base, args: []string{"--kafka.brokers=a:1,b"}, err: []string{"config key kafka.brokers", `"b"`}},
 		{name: "bad duration in file", yaml: base + "batch:\n  max_interval: 5x\n", err: []string{"config key batch.max_interval", "line 5"}},
 		{name: "bad duration in env", yaml: base, env: env{"CDC_SINK_BATCH_MAX_INTERVAL": "soon"}, err: []string{"config key batch.max_interval", "CDC_SINK_BATCH_MAX_INTERVAL"}},

@@ -242,8 +242,15 @@ func tableInfo(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	txns := snap.Txns()
 	if sink != "" {
-		if b, ok := txns[sink]; ok {
-			kv("last batch", "%d", b.Version)
+		// the highest batch counter of any instance of the sink
+		last := int64(-1)
+		for app, tx := range txns {
+			if _, ok := layout.ParseBatchAppID(sink, app); ok {
+				last = max(last, tx.Version)
+			}
+		}
+		if last >= 0 {
+			kv("last batch", "%d", last)
 		} else {
 			kv("last batch", "none")
 		}
@@ -265,7 +272,7 @@ func tableInfo(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		p, perr := strconv.Atoi(app[i+1:])
 		if i < 0 || j < 0 || perr != nil {
-			if app != sink {
+			if _, ours := layout.ParseBatchAppID(sink, app); !ours {
 				other[app] = tx.Version
 			}
 			continue

@@ -312,6 +312,23 @@ func TestTableInfo(t *testing.T) {
 			t.Errorf("info lacks %q:\n%s", want, out)
 		}
 	}
+	// another instance of the sink (its own batch counter things@pod-1):
+	// the last batch is the highest of all, and its counter is not another sink's txn
+	ctx := context.Background()
+	tb, err := merge.Open(ctx, dir, merge.Options{Sink: "things", InstanceID: "pod-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := thingUpsert(1, allTypesRow(1, "one v2", "1.00"), mkVer(30))
+	c.Coord = normalize.Coord{Topic: "dbz.public.things", Partition: 1, Offset: 0}
+	c.Table = normalize.TableID{Server: "dbz", Schema: "public", Table: "things"}
+	if _, err := tb.Apply(ctx, &merge.Batch{Changes: []*normalize.Change{c}, Offsets: map[merge.TP]int64{{Topic: "dbz.public.things", Partition: 1}: 1}},
+		func(context.Context, int64, []merge.Reject) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if _, out, _ = runCLI(t, "table", "info", dir); !strings.Contains(out, "last batch:    3") || strings.Contains(out, "pod-1") {
+		t.Errorf("info with two instances' batch counters:\n%s", out)
+	}
 }
 
 // showAll returns the rows (with tombstones, business columns and

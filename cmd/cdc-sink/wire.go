@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cdcsink/cdc-sink/envelope"
 	"github.com/cdcsink/cdc-sink/history"
@@ -22,6 +23,10 @@ import (
 // sinkSetup is everything needed to build a pipeline, from flags or config.
 type sinkSetup struct {
 	Sink string
+	// InstanceID: merge.Options.InstanceID (run: config instance_id).
+	InstanceID string
+	// RetryBudget: pipeline.Config.RetryBudget (run: merge.retry_budget).
+	RetryBudget time.Duration
 	// Route maps a topic to a table directory; ok=false for topics that route
 	// nowhere (heartbeats, transaction metadata).
 	Route            func(topic string) (dir string, ok bool)
@@ -98,7 +103,7 @@ func (ts *tableSet) open(ctx context.Context, dir string) (*merge.Table, error) 
 		return t, nil
 	}
 	t, err := merge.Open(ctx, dir, merge.Options{
-		Sink: ts.setup.Sink, Truncate: ts.setup.Truncate, Widening: ts.setup.Widening, OnDropColumn: ts.setup.OnDropColumn, ColumnMapping: ts.setup.ColumnMapping, ChangeDataFeed: ts.setup.ChangeDataFeed, StorageOptions: storageOpts, AllowForeignSink: ts.setup.AllowForeignSink,
+		Sink: ts.setup.Sink, InstanceID: ts.setup.InstanceID, Truncate: ts.setup.Truncate, Widening: ts.setup.Widening, OnDropColumn: ts.setup.OnDropColumn, ColumnMapping: ts.setup.ColumnMapping, ChangeDataFeed: ts.setup.ChangeDataFeed, StorageOptions: storageOpts, AllowForeignSink: ts.setup.AllowForeignSink,
 		Logger: ts.setup.Logger, Fault: ts.setup.Fault,
 	})
 	if err != nil {
@@ -150,14 +155,15 @@ func buildPipeline(s *sinkSetup) (*pipeline.Pipeline, *tableSet, error) {
 		rs = s.Rules // no per-change cost without rules
 	}
 	p := pipeline.New(pipeline.Config{
-		Sink:       s.Sink,
-		Decoder:    dec,
-		Normalizer: norm,
-		Quarantine: s.Quarantine,
-		Rules:      rs,
-		Logger:     s.Logger,
-		Observer:   s.Observer,
-		Fence:      s.Fence,
+		Sink:        s.Sink,
+		Decoder:     dec,
+		Normalizer:  norm,
+		Quarantine:  s.Quarantine,
+		Rules:       rs,
+		Logger:      s.Logger,
+		Observer:    s.Observer,
+		Fence:       s.Fence,
+		RetryBudget: s.RetryBudget,
 		Route: func(ctx context.Context, topic string) (pipeline.Table, string, bool, error) {
 			dir, ok := s.Route(topic)
 			if !ok {
