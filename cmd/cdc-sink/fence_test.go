@@ -138,10 +138,14 @@ func TestFencedZombieInstance(t *testing.T) {
 	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, time.Minute, "A's held batch to be fenced or to land", func() bool {
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(a.stderr.String(), "batch fenced") && diskVersion(dir) <= bVer; {
 		a.alive(t)
-		return strings.Contains(a.stderr.String(), "batch fenced") || diskVersion(dir) > bVer
-	})
+		if time.Now().After(deadline) {
+			lg := a.stderr.String()
+			t.Fatalf("A's held batch was neither fenced nor landed within a minute of SIGCONT; A's log ends:\n%s", lg[max(0, len(lg)-8000):])
+		}
+		time.Sleep(20 * time.Millisecond) // polling a condition, as waitUntil does
+	}
 	releaseB()
 	waitProduced(t, gatedProducer(t, brokers, dir, cs[4:7]))
 	waitProduced(t, gatedProducer(t, brokers, dir, cs[7:]))
