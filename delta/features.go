@@ -5,6 +5,7 @@ package delta
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -181,6 +182,35 @@ func checkWriteSupported(p *Protocol, m *Metadata) error {
 		}
 	}
 	return nil
+}
+
+// WithReaderWriterFeature returns p with the reader+writer table feature
+// (typeWidening, timestampNtz…) listed, moving a legacy protocol to reader
+// 3 / writer 7 with the features its versions implied (columnMapping for
+// reader 2; appendOnly and invariants for writer 2; later legacy writer
+// versions are refused for writes anyway). p is not modified.
+func WithReaderWriterFeature(p Protocol, feature string) Protocol {
+	if p.MinReaderVersion < MaxReaderVersion {
+		var implied []string
+		if p.MinReaderVersion == 2 {
+			implied = []string{"columnMapping"}
+		}
+		p.MinReaderVersion, p.ReaderFeatures = MaxReaderVersion, implied
+	}
+	if p.MinWriterVersion < MaxWriterVersion {
+		var implied []string
+		if p.MinWriterVersion >= 2 {
+			implied = []string{"appendOnly", "invariants"}
+		}
+		p.MinWriterVersion, p.WriterFeatures = MaxWriterVersion, implied
+	}
+	if !slices.Contains(p.ReaderFeatures, feature) {
+		p.ReaderFeatures = append(slices.Clone(p.ReaderFeatures), feature)
+	}
+	if !slices.Contains(p.WriterFeatures, feature) {
+		p.WriterFeatures = append(slices.Clone(p.WriterFeatures), feature)
+	}
+	return p
 }
 
 // HasFeature reports whether the protocol lists feature as reader or writer feature.

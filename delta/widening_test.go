@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -215,5 +216,32 @@ func testTypeChangeWithRewrite(t *testing.T) {
 	nw := Add{Path: "part-1.parquet", Size: 1, DataChange: true, PartitionValues: map[string]*string{}}
 	if _, err := s.Begin().SetMetadata(m).Remove(RemoveFile(old, time.Now())).Add(nw).Commit(ctx, "WRITE", nil); err != nil {
 		t.Fatalf("long → string replacing every file: %v", err)
+	}
+}
+
+// WithReaderWriterFeature lists a feature once, keeping what a legacy
+// protocol implied, without touching its argument.
+func TestWithReaderWriterFeature(t *testing.T) {
+	cases := []struct {
+		name   string
+		in     Protocol
+		rf, wf []string
+	}{
+		{"legacy 1/2", Protocol{MinReaderVersion: 1, MinWriterVersion: 2}, []string{"typeWidening"}, []string{"appendOnly", "invariants", "typeWidening"}},
+		{"legacy 2/5", Protocol{MinReaderVersion: 2, MinWriterVersion: 5}, []string{"columnMapping", "typeWidening"}, []string{"appendOnly", "invariants", "typeWidening"}},
+		{"features", Protocol{MinReaderVersion: 3, MinWriterVersion: 7, ReaderFeatures: []string{"timestampNtz"}, WriterFeatures: []string{"timestampNtz", "domainMetadata"}},
+			[]string{"timestampNtz", "typeWidening"}, []string{"timestampNtz", "domainMetadata", "typeWidening"}},
+		{"already there", Protocol{MinReaderVersion: 3, MinWriterVersion: 7, ReaderFeatures: []string{"typeWidening"}, WriterFeatures: []string{"typeWidening"}},
+			[]string{"typeWidening"}, []string{"typeWidening"}},
+	}
+	for _, c := range cases {
+		before := fmt.Sprint(c.in)
+		got := WithReaderWriterFeature(c.in, "typeWidening")
+		if got.MinReaderVersion != 3 || got.MinWriterVersion != 7 || !slices.Equal(got.ReaderFeatures, c.rf) || !slices.Equal(got.WriterFeatures, c.wf) {
+			t.Errorf("%s: got %+v, want 3/7 %v %v", c.name, got, c.rf, c.wf)
+		}
+		if fmt.Sprint(c.in) != before {
+			t.Errorf("%s: argument modified: %+v", c.name, c.in)
+		}
 	}
 }

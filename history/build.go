@@ -139,15 +139,43 @@ type rowMeta struct {
 
 // layoutOf indexes a history schema's columns for row building.
 type layoutOf struct {
-	sch      *schema.StructType
-	keyCols  []string
-	image    *schema.StructType
-	pos      map[string]int
-	imageIdx map[*normalize.Schema][]int // image field j → source column index (-1: none)
+	sch     *schema.StructType
+	keyCols []string
+	image   *schema.StructType
+	pos     map[string]int
+	// imageN, keyN: the normalized types of the image fields and key
+	// columns (ok false: a type cdc-sink does not map, never cast to).
+	imageN, keyN []typed
+	maps         map[*normalize.Schema]*sourceMap
+}
+
+type typed struct {
+	t  normalize.Type
+	ok bool
+}
+
+// sourceMap lays the columns of one source schema out in the history.
+type sourceMap struct {
+	idx []int // image field j → source column index (-1: none)
+	// cast[j], keyCast[i]: the source type differs from the history's
+	// (which is wider: evolve widened it, or the change predates a
+	// widening); nil: written as is.
+	cast, keyCast []*castSpec
+}
+
+// castSpec converts a source value to the history field's wider type, as
+// merge converts it for the current table.
+type castSpec struct{ from, to normalize.Type }
+
+func (c *castSpec) apply(v any) (any, error) {
+	if c == nil {
+		return v, nil
+	}
+	return normalize.Cast(v, c.from, c.to)
 }
 
 func newLayout(sch *schema.StructType, keyCols []string) (*layoutOf, error) {
-	l := &layoutOf{sch: sch, keyCols: keyCols, pos: map[string]int{}, imageIdx: map[*normalize.Schema][]int{}}
+	l := &layoutOf{sch: sch, keyCols: keyCols, pos: map[string]int{}, maps: map[*normalize.Schema]*sourceMap{}}
 	for i, f := range sch.Fields {
 		l.pos[f.Name] = i
 	}
@@ -160,49 +188,103 @@ func newLayout(sch *schema.StructType, keyCols []string) (*layoutOf, error) {
 		return nil, fmt.Errorf("column %s is not a struct: not a cdc-sink history table", layout.HistAfter)
 	}
 	l.image = img
+	for _, f := range img.Fields {
+		nt, err := merge.NormalizeType(f.Type)
+		l.imageN = append(l.imageN, typed{nt, err == nil})
+	}
 	for _, k := range keyCols {
-		if _, ok := l.pos[k]; !ok {
+		p, ok := l.pos[k]
+		if !ok {
 			return nil, fmt.Errorf("schema lacks key column %s", k)
 		}
+		nt, err := merge.NormalizeType(sch.Fields[p].Type)
+		l.keyN = append(l.keyN, typed{nt, err == nil})
 	}
 	return l, nil
 }
 
-func (l *layoutOf) sourceIndex(s *normalize.Schema) []int {
-	if idx, ok := l.imageIdx[s]; ok {
-		return idx
+func castTo(from normalize.Type, to typed) *castSpec {
+	if !to.ok || normalize.TypeEqual(from, to.t) {
+		return nil
 	}
-	idx := make([]int, len(l.image.Fields))
+	return &castSpec{from: from, to: to.t}
+}
+
+func (l *layoutOf) sourceMap(s *normalize.Schema) *sourceMap {
+	if m, ok := l.maps[s]; ok {
+		return m
+	}
+	m := &sourceMap{idx: make([]int, len(l.image.Fields)), cast: make([]*castSpec, len(l.image.Fields)), keyCast: make([]*castSpec, len(l.keyCols))}
 	for j, f := range l.image.Fields {
-		idx[j] = s.Index(f.Name)
+		k := s.Index(f.Name)
+		m.idx[j] = k
+		if k >= 0 && !s.Columns[k].NullOnly {
+			m.cast[j] = castTo(s.Columns[k].Type, l.imageN[j])
+		}
 	}
-	l.imageIdx[s] = idx
-	return idx
+	for i, name := range l.keyCols {
+		if k := s.Index(name); k >= 0 && !s.Columns[k].NullOnly {
+			m.keyCast[i] = castTo(s.Columns[k].Type, l.keyN[i])
+		}
+	}
+	l.maps[s] = m
+	return m
 }
 
 // imageValue lays row (aligned with s) out as the image struct: excluded
-// columns are absent from the struct, hashed ones replaced by their digest,
-// unavailable TOAST values null.
-func (l *layoutOf) imageValue(s *normalize.Schema, row []any, p *tablePrivacy) any {
+// columns are absent from the struct, hashed ones replaced by their digest
+// (of the source value), unavailable TOAST values null, values of a type
+// narrower than the history's converted to it exactly.
+func (l *layoutOf) imageValue(s *normalize.Schema, row []any, p *tablePrivacy) (any, error) {
 	if s == nil || row == nil {
-		return nil
+		return nil, nil
 	}
-	idx := l.sourceIndex(s)
-	out := make([]any, len(idx))
-	for j, k := range idx {
+	m := l.sourceMap(s)
+	out := make([]any, len(m.idx))
+	for j, k := range m.idx {
 		if k < 0 || k >= len(row) {
 			continue
 		}
 		v := row[k]
-		if normalize.IsUnavailable(v) {
+		if normalize.IsUnavailable(v) || v == nil {
 			continue
 		}
-		if v != nil && p.hashed(l.image.Fields[j].Name) {
-			v = p.hash(v)
+		name := l.image.Fields[j].Name
+		if p.hashed(name) {
+			out[j] = p.hash(v)
+			continue
 		}
-		out[j] = v
+		c, err := m.cast[j].apply(v)
+		if err != nil {
+			return nil, fmt.Errorf("column %s: %w", name, err)
+		}
+		out[j] = c
 	}
-	return out
+	return out, nil
+}
+
+// keyValues is key (of a change with schema s, nil when it has none) in
+// the history's key types.
+func (l *layoutOf) keyValues(s *normalize.Schema, key []any) ([]any, error) {
+	out := make([]any, len(l.keyCols))
+	var m *sourceMap
+	if s != nil {
+		m = l.sourceMap(s)
+	}
+	for i := range l.keyCols {
+		if i >= len(key) {
+			break
+		}
+		v := key[i]
+		if m != nil {
+			var err error
+			if v, err = m.keyCast[i].apply(v); err != nil {
+				return nil, fmt.Errorf("key column %s: %w", l.keyCols[i], err)
+			}
+		}
+		out[i] = v
+	}
+	return out, nil
 }
 
 func unavailableColumns(s *normalize.Schema, row []any, p *tablePrivacy) []any {
@@ -219,34 +301,55 @@ func unavailableColumns(s *normalize.Schema, row []any, p *tablePrivacy) []any {
 }
 
 // row is the history row of change c with outcome o.
-func (l *layoutOf) row(c *normalize.Change, o merge.Outcome, m rowMeta, p *tablePrivacy) []any {
+func (l *layoutOf) row(c *normalize.Change, o merge.Outcome, m rowMeta, p *tablePrivacy) ([]any, error) {
 	r := make([]any, len(l.sch.Fields))
 	set := func(name string, v any) { r[l.pos[name]] = v }
 	if c.Op != normalize.OpTruncate {
+		key, err := l.keyValues(keySchema(c), c.Key)
+		if err != nil {
+			return nil, err
+		}
 		for i, k := range l.keyCols {
 			if i < len(c.Key) {
-				set(k, c.Key[i])
+				set(k, key[i])
 			}
 		}
 	}
 	set(layout.ColOp, opLetter(c))
 	set(layout.HistOutcome, o.String())
+	image := func(name string, s *normalize.Schema, row []any) error {
+		v, err := l.imageValue(s, row, p)
+		if err != nil {
+			return fmt.Errorf("%s image: %w", name, err)
+		}
+		set(name, v)
+		return nil
+	}
 	switch c.Op {
 	case normalize.OpUpsert:
-		set(layout.HistBefore, l.imageValue(c.BeforeSchema, c.Before, p))
-		set(layout.HistAfter, l.imageValue(c.Schema, c.Row, p))
+		if err := image(layout.HistBefore, c.BeforeSchema, c.Before); err != nil {
+			return nil, err
+		}
+		if err := image(layout.HistAfter, c.Schema, c.Row); err != nil {
+			return nil, err
+		}
 		if u := unavailableColumns(c.Schema, c.Row, p); len(u) > 0 {
 			set(layout.HistUnavailable, u)
 		}
 	case normalize.OpDelete:
-		set(layout.HistBefore, l.imageValue(c.Schema, c.Row, p))
+		if err := image(layout.HistBefore, c.Schema, c.Row); err != nil {
+			return nil, err
+		}
 		if u := unavailableColumns(c.Schema, c.Row, p); len(u) > 0 {
 			set(layout.HistUnavailable, u)
 		}
 	}
 	if len(c.OldKey) > 0 {
-		ok := make([]any, len(l.keyCols))
-		copy(ok, c.OldKey)
+		// the old key has the key's types (the change carries one schema)
+		ok, err := l.keyValues(keySchema(c), c.OldKey)
+		if err != nil {
+			return nil, fmt.Errorf("old key: %w", err)
+		}
 		set(layout.HistOldKey, ok)
 	}
 	set(layout.HistKeyMoved, c.KeyMoved)
@@ -266,7 +369,16 @@ func (l *layoutOf) row(c *normalize.Change, o merge.Outcome, m rowMeta, p *table
 	}
 	set(layout.ColBatchID, m.BatchID)
 	set(layout.ColIngestTs, m.Now.UnixMicro())
-	return r
+	return r, nil
+}
+
+// keySchema is the schema c's key values are typed by (nil: none, as a
+// delete without a value schema; its values are written as they are).
+func keySchema(c *normalize.Change) *normalize.Schema {
+	if c.Schema != nil {
+		return c.Schema
+	}
+	return c.BeforeSchema
 }
 
 // rowDate is the partition of c's row: its source commit date, or for a

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -209,7 +211,7 @@ func (w *Writer) writeOnce(ctx context.Context, in Input) (int, error) {
 			return 0, err
 		}
 	}
-	sch, evolved, err := w.evolve(in.Changes, keep)
+	sch, evolved, widened, err := w.evolve(in.Changes, keep)
 	if err != nil {
 		return 0, quarantine.Errorf(quarantine.SchemaMismatch, "history %s: %v", w.loc, err)
 	}
@@ -224,7 +226,10 @@ func (w *Writer) writeOnce(ctx context.Context, in Input) (int, error) {
 	var dates []string
 	for _, i := range keep {
 		c := in.Changes[i]
-		r := lay.row(c, in.Outcomes[i], meta, w.priv)
+		r, err := lay.row(c, in.Outcomes[i], meta, w.priv)
+		if err != nil {
+			return 0, quarantine.Errorf(quarantine.SchemaMismatch, "history %s: record %s/%d@%d: %v", w.loc, c.Coord.Topic, c.Coord.Partition, c.Coord.Offset, err)
+		}
 		d := dateString(rowDate(c, meta.Now))
 		if _, ok := byDate[d]; !ok {
 			dates = append(dates, d)
@@ -259,7 +264,27 @@ func (w *Writer) writeOnce(ctx context.Context, in Input) (int, error) {
 	if evolved {
 		m := w.snap.Metadata()
 		m.SchemaString = sch.String()
+		p := w.snap.Protocol()
+		upgraded := false
+		if widened {
+			// Delta type widening: the old files keep their narrow types and
+			// read as the wide ones; none is rewritten.
+			m.Configuration = maps.Clone(m.Configuration)
+			m.Configuration["delta.enableTypeWidening"] = "true"
+			if !p.HasFeature("typeWidening") && !p.HasFeature("typeWidening-preview") {
+				p, upgraded = delta.WithReaderWriterFeature(p, "typeWidening"), true
+			}
+		}
+		if schema.HasTimestampNTZ(sch) && !p.HasFeature("timestampNtz") {
+			p, upgraded = delta.WithReaderWriterFeature(p, "timestampNtz"), true
+		}
+		if upgraded {
+			tx.SetProtocol(p)
+		}
 		tx.SetMetadata(m)
+		if widened {
+			w.opts.Logger.Info("history follows widened source column types (Delta type widening)", "history", w.loc, "batch", in.BatchID)
+		}
 	}
 	tps := make([]merge.TP, 0, len(moves))
 	for tp := range moves {
@@ -392,9 +417,14 @@ func (w *Writer) create(ctx context.Context, first *normalize.Change) error {
 // evolve is the history schema after the kept changes: columns the source
 // added are appended to the image structs (Delta schema evolution; older
 // files read them as null); a column whose type is narrower than the
-// history's is written in the history's type. A widened source column is
-// refused: history tables do not follow type widening yet.
-func (w *Writer) evolve(cs []*normalize.Change, keep []int) (*schema.StructType, bool, error) {
+// history's is written in the history's type; a column whose source type
+// widened (normalize.Widen, the rule the current table follows) is widened
+// in the metadata only — Delta type widening, each change recorded in
+// delta.typeChanges of the image field (key column, old key field) — so no
+// history file is ever rewritten (widened: the table needs the feature).
+// A widening Delta cannot express that way (long→double, date→timestamp)
+// is refused, naming the column and both types.
+func (w *Writer) evolve(cs []*normalize.Change, keep []int) (sch *schema.StructType, evolved, widened bool, err error) {
 	cur := w.lay.sch
 	out := cur
 	seen := map[*normalize.Schema]bool{}
@@ -404,24 +434,122 @@ func (w *Writer) evolve(cs []*normalize.Change, keep []int) (*schema.StructType,
 				continue
 			}
 			seen[s] = true
-			img, err := imageStruct(s, w.priv)
+			inc, err := w.incoming(out, s)
 			if err != nil {
-				return nil, false, err
-			}
-			inc := out.Clone()
-			for _, f := range inc.Fields {
-				if f.Name == layout.HistBefore || f.Name == layout.HistAfter {
-					f.Type = img
-				}
+				return nil, false, false, err
 			}
 			next, err := schema.Evolve(out, inc)
 			if err != nil {
-				return nil, false, err
+				// a widening, or a type change no history can follow
+				if next, err = schema.EvolveWithOptions(out, inc, schema.EvolveOptions{AllowTypeWidening: true}); err != nil {
+					return nil, false, false, explainEvolve(err)
+				}
+				widened = true
 			}
 			out = next
 		}
 	}
-	return out, !schema.Equal(cur, out), nil
+	return out, !schema.Equal(cur, out), widened, nil
+}
+
+// incoming is the history schema a change of source schema s asks for:
+// out with the images of s, and each key and image column in the type
+// the history needs for it (historyType).
+func (w *Writer) incoming(out *schema.StructType, s *normalize.Schema) (*schema.StructType, error) {
+	img, err := imageStruct(s, w.priv)
+	if err != nil {
+		return nil, err
+	}
+	var have *schema.StructType
+	if f, _ := out.Field(layout.HistAfter); f != nil {
+		have, _ = f.Type.(*schema.StructType)
+	}
+	for _, f := range img.Fields {
+		var hf *schema.StructField
+		if have != nil {
+			hf, _ = have.Field(f.Name)
+		}
+		if hf == nil || w.priv.hashed(f.Name) {
+			continue // a new column (appended), or a digest (string whatever the source type)
+		}
+		f.Type = historyType(hf.Type, s.Columns[s.Index(f.Name)].Type, f.Type)
+	}
+	keyType := func(name string, have schema.DataType) schema.DataType {
+		k := s.Index(name)
+		if k < 0 || s.Columns[k].NullOnly {
+			return have
+		}
+		in, err := merge.DeltaType(s.Columns[k].Type)
+		if err != nil {
+			return have // imageStruct reported a key it cannot map with the image
+		}
+		return historyType(have, s.Columns[k].Type, in)
+	}
+	inc := out.Clone()
+	for _, f := range inc.Fields {
+		switch {
+		case f.Name == layout.HistBefore || f.Name == layout.HistAfter:
+			f.Type = img
+		case f.Name == layout.HistOldKey:
+			if ok, isStruct := f.Type.(*schema.StructType); isStruct {
+				for _, kf := range ok.Fields {
+					kf.Type = keyType(kf.Name, kf.Type)
+				}
+			}
+		case slices.Contains(w.lay.keyCols, f.Name):
+			f.Type = keyType(f.Name, f.Type)
+		}
+	}
+	return inc, nil
+}
+
+// historyType is the type a history field of type have needs for a source
+// column of type src (Delta type in): the common type of the two
+// (normalize.Widen) — have itself when it is the wider — or in, which
+// schema evolution then refuses as incompatible, when there is none.
+func historyType(have schema.DataType, src normalize.Type, in schema.DataType) schema.DataType {
+	haveN, err := merge.NormalizeType(have)
+	if err != nil {
+		return in
+	}
+	wide, ok := normalize.Widen(haveN, src)
+	if !ok {
+		return in
+	}
+	if normalize.TypeEqual(wide, haveN) {
+		return have
+	}
+	wt, err := merge.DeltaType(wide)
+	if err != nil {
+		return in
+	}
+	return wt
+}
+
+// explainEvolve names a widening Delta type widening cannot express (so
+// the history cannot follow it without rewriting its files): the column,
+// both types, and what to do.
+func explainEvolve(err error) error {
+	var ie *schema.IncompatibleError
+	if !errors.As(err, &ie) || ie.Old == nil || ie.New == nil {
+		return err
+	}
+	on, err1 := merge.NormalizeType(ie.Old)
+	nn, err2 := merge.NormalizeType(ie.New)
+	if err1 != nil || err2 != nil {
+		return err
+	}
+	if _, ok := normalize.Widen(on, nn); !ok {
+		return err
+	}
+	col := ie.Column
+	for _, p := range []string{layout.HistBefore + ".", layout.HistAfter + ".", layout.HistOldKey + "."} {
+		col = strings.TrimPrefix(col, p)
+	}
+	return fmt.Errorf("column %s (history field %s): the source type widened from %s to %s, which Delta type widening cannot express "+
+		"and history files are never rewritten; the current table can follow it, the history cannot: "+
+		"point the history at a new location to start a new history table with this batch (docs/history.md, \"Type changes\")",
+		col, ie.Column, ie.Old.TypeName(), ie.New.TypeName())
 }
 
 func buildRecord(sc *arrow.Schema, rows [][]any) (arrow.RecordBatch, error) {
