@@ -18,15 +18,7 @@ import (
 func TestHistoryOutcomes(t *testing.T) {
 	ctx := context.Background()
 	cur, hist := t.TempDir(), t.TempDir()
-	tb, err := merge.Open(ctx, cur, merge.Options{Sink: "s", Truncate: merge.TruncateIgnore})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hw, err := history.Open(ctx, hist, history.Options{Sink: "s"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := &history.Tracked{Table: tb, History: hw}
+	tr := tracked(t, cur, hist, merge.Options{Truncate: merge.TruncateIgnore}, history.Options{})
 	mk := func(off int64, ver uint64, email string) *normalize.Change {
 		c := custChange(int(off), 7, email, 0)
 		c.Version = versioning.Version{Commit: ver, LSN: ver}
@@ -68,15 +60,7 @@ func TestHistoryOutcomes(t *testing.T) {
 func TestHistoryTruncate(t *testing.T) {
 	ctx := context.Background()
 	cur, hist := t.TempDir(), t.TempDir()
-	tb, err := merge.Open(ctx, cur, merge.Options{Sink: "s"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hw, err := history.Open(ctx, hist, history.Options{Sink: "s"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := &history.Tracked{Table: tb, History: hw}
+	tr := tracked(t, cur, hist, merge.Options{}, history.Options{})
 	mk := func(off int64, id int64, ver uint64) *normalize.Change {
 		c := custChange(int(off), id, "e", 0)
 		c.Version = versioning.Version{Commit: ver, LSN: ver}
@@ -108,7 +92,7 @@ func TestHistoryTruncate(t *testing.T) {
 	if len(a) != 2 || fmt.Sprint(a) != fmt.Sprint(b) {
 		t.Fatalf("live %v\nrebuilt %v", a, b)
 	}
-	live, deleted := tb.LiveRows()
+	live, deleted := tr.Table.LiveRows()
 	if live != 1 || deleted != 1 {
 		t.Fatalf("live table: %d live, %d tombstones; want key 1 live, key 2 truncated", live, deleted)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/cdcsink/cdc-sink/audit"
@@ -79,33 +80,7 @@ func TestRebuildFromHistoryEqualsLive(t *testing.T) {
 	if st.Entries != len(s.Records) {
 		t.Fatalf("rebuild read %d entries, stream has %d records", st.Entries, len(s.Records))
 	}
-	a, b := tableRows(t, cur), tableRows(t, dst)
-	if len(a) != len(b) {
-		t.Fatalf("live %d rows, rebuilt %d", len(a), len(b))
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			t.Fatalf("row %d:\n live    %s\n rebuilt %s", i, a[i], b[i])
-		}
-	}
-	ta, err := tablerows.Open(ctx, cur)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb, err := tablerows.Open(ctx, dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep, err := audit.Diff(ctx, ta, tb, audit.DiffOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.Equal() {
-		t.Fatalf("diff: %+v", rep)
-	}
-	if n := len(deltacheck.ReadDeltaRS(t, dst, "").Rows); n != len(b) {
-		t.Fatalf("delta-rs reads %d rows of the rebuilt table, want %d", n, len(b))
-	}
+	assertRebuilt(t, cur, dst)
 
 	// point in time: the median source time
 	es := entries(t, hist)
@@ -162,5 +137,61 @@ func TestRebuildFromHistoryEqualsLive(t *testing.T) {
 		if r["_cdc_source_version"] != w.Version.String() || r["_cdc_deleted"] != (w.Op == normalize.OpDelete) {
 			t.Fatalf("key %v: version %v deleted %v, want %s %v", r["id"], r["_cdc_source_version"], r["_cdc_deleted"], w.Version, w.Op == normalize.OpDelete)
 		}
+	}
+}
+
+// tracked opens a current table at cur and its history at hist (both with
+// sink "s" unless the options say otherwise).
+func tracked(t *testing.T, cur, hist string, mo merge.Options, ho history.Options) *history.Tracked {
+	t.Helper()
+	ctx := context.Background()
+	if mo.Sink == "" {
+		mo.Sink = "s"
+	}
+	if ho.Sink == "" {
+		ho.Sink = "s"
+	}
+	tb, err := merge.Open(ctx, cur, mo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hw, err := history.Open(ctx, hist, ho)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &history.Tracked{Table: tb, History: hw}
+}
+
+// assertRebuilt: the rebuilt table dst equals the live table cur row for
+// row and by audit.Diff, and delta-rs reads all its rows.
+func assertRebuilt(t *testing.T, cur, dst string) {
+	t.Helper()
+	ctx := context.Background()
+	a, b := tableRows(t, cur), tableRows(t, dst)
+	if len(a) != len(b) {
+		t.Fatalf("live has %d rows, rebuilt %d:\nlive:\n%s\nrebuilt:\n%s", len(a), len(b), strings.Join(a, "\n"), strings.Join(b, "\n"))
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("row %d:\n live    %s\n rebuilt %s", i, a[i], b[i])
+		}
+	}
+	ta, err := tablerows.Open(ctx, cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb, err := tablerows.Open(ctx, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := audit.Diff(ctx, ta, tb, audit.DiffOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Equal() {
+		t.Fatalf("diff live rebuilt: %+v", rep)
+	}
+	if n := len(deltacheck.ReadDeltaRS(t, dst, "").Rows); n != len(b) {
+		t.Fatalf("delta-rs reads %d rows of the rebuilt table, want %d", n, len(b))
 	}
 }

@@ -13,7 +13,6 @@ import (
 
 	"github.com/shopspring/decimal"
 
-	"github.com/cdcsink/cdc-sink/audit"
 	"github.com/cdcsink/cdc-sink/delta"
 	"github.com/cdcsink/cdc-sink/delta/schema"
 	"github.com/cdcsink/cdc-sink/history"
@@ -21,7 +20,6 @@ import (
 	"github.com/cdcsink/cdc-sink/merge"
 	"github.com/cdcsink/cdc-sink/normalize"
 	"github.com/cdcsink/cdc-sink/quarantine"
-	"github.com/cdcsink/cdc-sink/tablerows"
 	"github.com/cdcsink/cdc-sink/versioning"
 )
 
@@ -180,15 +178,7 @@ func applyWiden(t *testing.T, mode merge.WideningMode, cur, hist string, steps [
 	t.Helper()
 	ctx := context.Background()
 	now := func() time.Time { return time.Unix(1.7e9, 0) }
-	tb, err := merge.Open(ctx, cur, merge.Options{Sink: "s", Now: now, Widening: mode})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hw, err := history.Open(ctx, hist, history.Options{Sink: "s", Now: now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := &history.Tracked{Table: tb, History: hw}
+	tr := tracked(t, cur, hist, merge.Options{Now: now, Widening: mode}, history.Options{Now: now})
 	var cs []*normalize.Change
 	flush := func() {
 		if len(cs) == 0 {
@@ -370,28 +360,7 @@ func TestHistoryFollowsWidening(t *testing.T) {
 			if st := rebuild(t, hist, dst, 0); st.Entries != len(steps) {
 				t.Fatalf("rebuild read %d entries, want %d", st.Entries, len(steps))
 			}
-			a, b := tableRows(t, cur), tableRows(t, dst)
-			if strings.Join(a, "\n") != strings.Join(b, "\n") {
-				t.Fatalf("live:\n%s\nrebuilt:\n%s", strings.Join(a, "\n"), strings.Join(b, "\n"))
-			}
-			ta, err := tablerows.Open(ctx, cur)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tb, err := tablerows.Open(ctx, dst)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rep, err := audit.Diff(ctx, ta, tb, audit.DiffOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !rep.Equal() {
-				t.Fatalf("diff live rebuilt: %+v", rep)
-			}
-			if n := len(deltacheck.ReadDeltaRS(t, dst, "").Rows); n != len(b) {
-				t.Fatalf("delta-rs reads %d rows of the rebuilt table, want %d", n, len(b))
-			}
+			assertRebuilt(t, cur, dst)
 			histories[hist] = mode
 		})
 	}
@@ -473,15 +442,7 @@ func TestHistoryRefusesInexpressibleWidening(t *testing.T) {
 		for _, tc := range cases {
 			t.Run(string(mode)+"/"+tc.name, func(t *testing.T) {
 				cur, hist := t.TempDir(), t.TempDir()
-				tb, err := merge.Open(ctx, cur, merge.Options{Sink: "s", Widening: mode})
-				if err != nil {
-					t.Fatal(err)
-				}
-				hw, err := history.Open(ctx, hist, history.Options{Sink: "s"})
-				if err != nil {
-					t.Fatal(err)
-				}
-				tr := &history.Tracked{Table: tb, History: hw}
+				tr := tracked(t, cur, hist, merge.Options{Widening: mode}, history.Options{})
 				mk := func(off int, k normalize.Kind, v any) *normalize.Change {
 					sch := &normalize.Schema{Columns: []normalize.ColumnDef{{Name: "id", Type: nt(normalize.Long)}, {Name: "c", Type: nt(k), Nullable: true}}}
 					return &normalize.Change{Table: normalize.TableID{Schema: "public", Table: "t"}, Op: normalize.OpUpsert, SourceOp: 'u',
@@ -498,7 +459,7 @@ func TestHistoryRefusesInexpressibleWidening(t *testing.T) {
 					t.Fatal(err)
 				}
 				hv, cv := version(t, hist), version(t, cur)
-				err = apply(tr, mk(1, tc.to, tc.wide))
+				err := apply(tr, mk(1, tc.to, tc.wide))
 				if reason, _ := quarantine.ReasonOf(err); reason != quarantine.SchemaMismatch {
 					t.Fatalf("widening %s: error %v (reason %q), want schema_mismatch", tc.name, err, reason)
 				}
@@ -516,7 +477,7 @@ func TestHistoryRefusesInexpressibleWidening(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if err := apply(&history.Tracked{Table: tb, History: hw2}, mk(1, tc.to, tc.wide)); err != nil {
+				if err := apply(&history.Tracked{Table: tr.Table, History: hw2}, mk(1, tc.to, tc.wide)); err != nil {
 					t.Fatalf("with a new history: %v", err)
 				}
 				if es := entries(t, hist2); len(es) != 1 || es[0].Change.Coord.Offset != 1 {
@@ -561,15 +522,7 @@ func TestHistoryWideningCasts(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cur, hist := t.TempDir(), t.TempDir()
-			tb, err := merge.Open(ctx, cur, merge.Options{Sink: "s", Widening: merge.WidenTypeWidening})
-			if err != nil {
-				t.Fatal(err)
-			}
-			hw, err := history.Open(ctx, hist, history.Options{Sink: "s"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			tr := &history.Tracked{Table: tb, History: hw}
+			tr := tracked(t, cur, hist, merge.Options{Widening: merge.WidenTypeWidening}, history.Options{})
 			for off, v := range []any{tc.v0, tc.v1, tc.v2} {
 				typ := tc.from
 				if off == 1 {
