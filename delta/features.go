@@ -197,15 +197,23 @@ func WithReaderWriterFeature(p Protocol, feature string) Protocol {
 		}
 		p.MinReaderVersion, p.ReaderFeatures = MaxReaderVersion, implied
 	}
+	if !slices.Contains(p.ReaderFeatures, feature) {
+		p.ReaderFeatures = append(slices.Clone(p.ReaderFeatures), feature)
+	}
+	return WithWriterFeature(p, feature)
+}
+
+// WithWriterFeature returns p with the writer-only table feature
+// (changeDataFeed…) listed, moving a legacy writer version to 7 with the
+// features it implied (appendOnly and invariants for writer 2; later legacy
+// versions are refused for writes anyway). p is not modified.
+func WithWriterFeature(p Protocol, feature string) Protocol {
 	if p.MinWriterVersion < MaxWriterVersion {
 		var implied []string
 		if p.MinWriterVersion >= 2 {
 			implied = []string{"appendOnly", "invariants"}
 		}
 		p.MinWriterVersion, p.WriterFeatures = MaxWriterVersion, implied
-	}
-	if !slices.Contains(p.ReaderFeatures, feature) {
-		p.ReaderFeatures = append(slices.Clone(p.ReaderFeatures), feature)
 	}
 	if !slices.Contains(p.WriterFeatures, feature) {
 		p.WriterFeatures = append(slices.Clone(p.WriterFeatures), feature)

@@ -290,12 +290,7 @@ func (w *Writer) writeOnce(ctx context.Context, in Input) (int, error) {
 	for tp := range moves {
 		tps = append(tps, tp)
 	}
-	sort.Slice(tps, func(i, j int) bool {
-		if tps[i].Topic != tps[j].Topic {
-			return tps[i].Topic < tps[j].Topic
-		}
-		return tps[i].Partition < tps[j].Partition
-	})
+	slices.SortFunc(tps, merge.TP.Compare)
 	for _, tp := range tps {
 		app := layout.OffsetAppID(w.opts.Sink, tp.Topic, tp.Partition)
 		cur, ok := w.snap.TxnVersion(app)

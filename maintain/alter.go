@@ -179,8 +179,7 @@ func planAlter(t *tablerows.Table, column string, to schema.DataType) (*alterPla
 				return nil, fmt.Errorf("column %s: timestamp_ntz needs the timestampNtz table feature (reader 3 / writer 7), the table has reader %d / writer %d",
 					f.Name, proto.MinReaderVersion, proto.MinWriterVersion)
 			}
-			proto.ReaderFeatures = append(append([]string(nil), proto.ReaderFeatures...), "timestampNtz")
-			proto.WriterFeatures = append(append([]string(nil), proto.WriterFeatures...), "timestampNtz")
+			proto = delta.WithReaderWriterFeature(proto, "timestampNtz")
 			p.protocol = &proto
 		}
 	}

@@ -62,7 +62,7 @@ func SetProperty(ctx context.Context, dir, key, value string, so delta.StorageOp
 	tx := t.Snap.Begin().SetMetadata(meta)
 	p := t.Snap.Protocol()
 	if v == "true" && !p.HasFeature(delta.FeatureChangeDataFeed) {
-		p = withWriterFeature(p, delta.FeatureChangeDataFeed)
+		p = delta.WithWriterFeature(p, delta.FeatureChangeDataFeed)
 		tx.SetProtocol(p)
 	}
 	ver, err := tx.Commit(ctx, OpSetProperties, map[string]any{"properties": map[string]string{key: v}})
@@ -71,20 +71,4 @@ func SetProperty(ctx context.Context, dir, key, value string, so delta.StorageOp
 	}
 	res.Version, res.Committed, res.Protocol = ver, true, p
 	return res, nil
-}
-
-// withWriterFeature adds a writer feature, moving a legacy protocol to writer
-// version 7 with the features its version implied (appendOnly and invariants
-// for version 2; later legacy versions are refused for writes anyway).
-func withWriterFeature(p delta.Protocol, feature string) delta.Protocol {
-	if p.MinWriterVersion < delta.MaxWriterVersion {
-		var implied []string
-		if p.MinWriterVersion >= 2 {
-			implied = []string{"appendOnly", "invariants"}
-		}
-		p.MinWriterVersion = delta.MaxWriterVersion
-		p.WriterFeatures = implied
-	}
-	p.WriterFeatures = append(slices.Clone(p.WriterFeatures), feature)
-	return p
 }

@@ -3,15 +3,25 @@
 package merge
 
 import (
+	"cmp"
 	"github.com/cdcsink/cdc-sink/normalize"
 	"github.com/cdcsink/cdc-sink/quarantine"
 	"github.com/cdcsink/cdc-sink/versioning"
+	"strings"
 )
 
 // TP is a Kafka topic-partition.
 type TP struct {
 	Topic     string
 	Partition int32
+}
+
+// Compare orders partitions by topic, then number (slices.SortFunc).
+func (a TP) Compare(b TP) int {
+	if c := strings.Compare(a.Topic, b.Topic); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Partition, b.Partition)
 }
 
 // Batch is one micro-batch for one table.

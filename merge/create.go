@@ -256,10 +256,7 @@ func (t *Table) evolve(changes []*normalize.Change) (*schemaChange, error) {
 		meta.Configuration = maps.Clone(meta.Configuration)
 		meta.Configuration["delta.enableTypeWidening"] = "true"
 		if !slices.Contains(st.proto.ReaderFeatures, "typeWidening") && !slices.Contains(st.proto.ReaderFeatures, "typeWidening-preview") {
-			p := st.proto
-			p.MinReaderVersion, p.MinWriterVersion = max(p.MinReaderVersion, 3), max(p.MinWriterVersion, 7)
-			p.ReaderFeatures = append(slices.Clone(p.ReaderFeatures), "typeWidening")
-			p.WriterFeatures = append(slices.Clone(p.WriterFeatures), "typeWidening")
+			p := delta.WithReaderWriterFeature(st.proto, "typeWidening")
 			sc.proto = &p
 			st.proto = p
 		}

@@ -11,7 +11,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -725,12 +724,7 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 	for tp := range offsets {
 		tps = append(tps, tp)
 	}
-	sort.Slice(tps, func(i, j int) bool {
-		if tps[i].Topic != tps[j].Topic {
-			return tps[i].Topic < tps[j].Topic
-		}
-		return tps[i].Partition < tps[j].Partition
-	})
+	slices.SortFunc(tps, TP.Compare)
 	for _, tp := range tps {
 		o := offsets[tp]
 		if cur, ok := t.st.offsets[tp]; ok && cur > o {
