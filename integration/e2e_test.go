@@ -28,6 +28,7 @@ type pipe struct {
 	Mode                                        string // json | avro
 	Connector, Slot, Publication, Prefix, Topic string
 	Sink                                        *sinkProc
+	History                                     string // its history table (docs/history.md)
 	lastVerify                                  string
 }
 
@@ -61,6 +62,12 @@ func newFixture(t *testing.T) *fixture {
 			reg = stk.RegistryURL
 		}
 		p.Sink = newSink(t, "e2e-sink-"+mode+"-"+id, p.Topic, reg)
+		// A history table beside the live one, from the first record on: the phases below
+		// (kill -9s, redeliveries, ALTER TYPE) go through it too, and "history-rebuild"
+		// rebuilds the table from it after the topic's records are deleted.
+		p.History = p.Sink.TableDir + "-history"
+		p.Sink.ExtraConfig = fmt.Sprintf("history:\n  map:\n    %s: %s\n", p.Topic, p.History)
+		p.Sink.WriteConfig(t)
 		f.pipes = append(f.pipes, p)
 	}
 	t.Cleanup(f.cleanup)
@@ -198,8 +205,13 @@ func (f *fixture) pgRows(t *testing.T) map[string]pgRow {
 // with Postgres: same keys, same amount/ref/note/due/rev/paid.
 func (f *fixture) deltaRSCheck(t *testing.T, p *pipe) {
 	t.Helper()
+	f.deltaRSCheckDir(t, p.Mode, p.Sink.TableDir)
+}
+
+func (f *fixture) deltaRSCheckDir(t *testing.T, mode, dir string) {
+	t.Helper()
 	want := f.pgRows(t)
-	tb := deltacheck.ReadDeltaRS(t, p.Sink.TableDir, "NOT _cdc_deleted")
+	tb := deltacheck.ReadDeltaRS(t, dir, "NOT _cdc_deleted")
 	got := deltacheck.ByKey(deltacheck.Decode(t, tb.Rows), "id")
 	str := func(v any) string {
 		if v == nil {
@@ -239,7 +251,7 @@ func (f *fixture) deltaRSCheck(t *testing.T, p *pipe) {
 		if len(bad) > 15 {
 			bad = append(bad[:15], fmt.Sprintf("… %d more", len(bad)-15))
 		}
-		t.Fatalf("%s: delta-rs (table v%d) disagrees with postgres:\n%s", p.Mode, tb.Version, strings.Join(bad, "\n"))
+		t.Fatalf("%s: delta-rs (%s v%d) disagrees with postgres:\n%s", mode, filepath.Base(dir), tb.Version, strings.Join(bad, "\n"))
 	}
 }
 
@@ -638,6 +650,45 @@ func TestPipeline(t *testing.T) {
 		}
 	})
 
+	// Kafka retention is not analytic retention: the topics' records are deleted, as when
+	// retention has passed, so the table can no longer be rebuilt from Kafka; it is rebuilt
+	// from its history table instead and must equal Postgres. First the history is checked
+	// against the topic: one row per record, every offset exactly once, through the kill -9s
+	// and Debezium's redeliveries above.
+	f.phase("history-rebuild", func(t *testing.T) {
+		for _, p := range f.pipes {
+			p := p
+			hw := highWater(p.Topic)
+			waitFor(t, p.Mode+" table at the topic's end", 2*time.Minute, func() bool {
+				f.requireSinksAlive(t)
+				_, next := tableInfo(p.Sink.TableDir, p.Sink.Name, p.Topic)
+				return next == hw
+			}, f.diag)
+			// the history is written before the table's commit: complete once the table is
+			if missing, dup := historyCoverage(t, p.History, p.Topic, hw); len(missing)+len(dup) > 0 {
+				t.Fatalf("%s: history %s vs topic offsets [0, %d): missing %s, more than once %s", p.Mode,
+					p.History, hw, clip(fmt.Sprint(missing), 300), clip(fmt.Sprint(dup), 300))
+			}
+			deleteRecords(t, p.Topic, hw)
+			if lo := lowWater(t, p.Topic); lo != hw {
+				t.Fatalf("%s: topic %s starts at offset %d after deleting its records, want %d", p.Mode, p.Topic, lo, hw)
+			}
+			rebuilt := p.Sink.TableDir + "-from-history"
+			if out, code := runCLI("replay", "--from-history", p.History, "--table", rebuilt,
+				"--sink-name", p.Sink.Name+"-from-history", "--quiet"); code != 0 {
+				t.Fatalf("%s: replay --from-history: exit %d\n%s", p.Mode, code, clip(out, 4000))
+			}
+			if out, code := verify(f.source, rebuilt); code != 0 {
+				t.Fatalf("%s: the table rebuilt from history differs from postgres\n%s", p.Mode, clip(out, 4000))
+			}
+			if out, code := runCLI("diff", p.Sink.TableDir, rebuilt); code != 0 {
+				t.Fatalf("%s: the table rebuilt from history differs from the live table (exit %d)\n%s", p.Mode, code, clip(out, 4000))
+			}
+			f.deltaRSCheckDir(t, p.Mode, rebuilt)
+			t.Logf("%s: history holds offsets [0, %d) of %s once each; its rebuild equals postgres and the live table", p.Mode, hw, p.Topic)
+		}
+	})
+
 	f.phase("spark", func(t *testing.T) {
 		var want int
 		if err := f.pg.QueryRow(ctx, "SELECT count(*) FROM "+f.source).Scan(&want); err != nil {
@@ -743,4 +794,46 @@ func tailLines(s string, n int) string {
 		l = l[len(l)-n:]
 	}
 	return strings.Join(l, "\n")
+}
+
+// historyCoverage reads the Kafka lineage of a history table with DuckDB (delta-rs 1.6 refuses
+// a history whose columns widened: docs/history.md) and returns the offsets of topic partition
+// 0 below hw that have no history row, and those with more than one.
+func historyCoverage(t *testing.T, dir, topic string, hw int64) (missing, dup []int64) {
+	t.Helper()
+	q := fmt.Sprintf("SELECT _cdc_partition AS p, _cdc_offset AS o, count(*) AS n FROM delta_scan('%s') WHERE _cdc_topic = '%s' GROUP BY ALL ORDER BY 1, 2",
+		strings.ReplaceAll(dir, "'", "''"), strings.ReplaceAll(topic, "'", "''"))
+	cmd := exec.Command(deltacheck.Python(t), filepath.Join(deltacheck.RepoRoot(), "scripts", "history_sql.py"))
+	cmd.Stdin = strings.NewReader(q)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("duckdb over %s: %v\n%s", dir, err, stderr.String())
+	}
+	seen := map[int64]int64{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	for first := true; sc.Scan(); first = false {
+		if first {
+			continue // {"columns": [...]}
+		}
+		var r struct{ P, O, N int64 }
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("duckdb row %q: %v", sc.Text(), err)
+		}
+		if r.P != 0 || r.O < 0 || r.O >= hw {
+			t.Fatalf("history %s has a row for %s[%d]@%d, outside the topic's [0, %d)", dir, topic, r.P, r.O, hw)
+		}
+		seen[r.O] = r.N
+	}
+	for o := int64(0); o < hw; o++ {
+		switch n := seen[o]; {
+		case n == 0:
+			missing = append(missing, o)
+		case n > 1:
+			dup = append(dup, o)
+		}
+	}
+	return missing, dup
 }

@@ -228,6 +228,46 @@ func highWater(topic string) int64 {
 	return hi
 }
 
+// lowWater is the first offset still on partition 0 of topic.
+func lowWater(t testing.TB, topic string) int64 {
+	t.Helper()
+	c, err := kafka.NewConsumer(&kafka.ConfigMap{
+		"bootstrap.servers": stk.Brokers, "group.id": "cdc-sink-e2e-probe", "enable.auto.commit": false,
+		"log_level": 3,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	lo, _, err := c.QueryWatermarkOffsets(topic, 0, 5000)
+	if err != nil {
+		t.Fatalf("watermarks of %s: %v", topic, err)
+	}
+	return lo
+}
+
+// deleteRecords deletes the records of partition 0 of topic below offset before, as the
+// broker does when retention passes.
+func deleteRecords(t testing.TB, topic string, before int64) {
+	t.Helper()
+	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": stk.Brokers, "log_level": 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := a.DeleteRecords(ctx, []kafka.TopicPartition{{Topic: &topic, Partition: 0, Offset: kafka.Offset(before)}})
+	if err != nil {
+		t.Fatalf("delete records of %s below %d: %v", topic, before, err)
+	}
+	for _, r := range res.DeleteRecordsResults {
+		if r.TopicPartition.Error != nil {
+			t.Fatalf("delete records of %s below %d: %v", topic, before, r.TopicPartition.Error)
+		}
+	}
+}
+
 func deleteTopics(topics ...string) {
 	a, err := kafka.NewAdminClient(&kafka.ConfigMap{"bootstrap.servers": stk.Brokers, "log_level": 3})
 	if err != nil {
