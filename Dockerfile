@@ -5,7 +5,7 @@
 #   docker run --rm cdc-sink version
 # Builder and runtime are both Debian 12 (bookworm) so the binary's glibc requirement matches.
 
-ARG GO_VERSION=1.26
+ARG GO_VERSION=1.26.11
 
 FROM golang:${GO_VERSION}-bookworm AS build
 WORKDIR /src

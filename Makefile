@@ -7,6 +7,9 @@ SHELL        := bash
 .DEFAULT_GOAL := help
 
 GO           ?= go
+# go.mod's toolchain line (the standard library's security fixes) wins over an older local Go:
+# the go command fetches it from the module proxy once.
+export GOTOOLCHAIN := auto
 GOBIN        ?= $(shell $(GO) env GOPATH)/bin
 STATICCHECK_VERSION ?= v0.8.2          # staticcheck 2026.2.2: supports Go 1.26
 STATICCHECK  := $(GOBIN)/staticcheck
@@ -62,12 +65,16 @@ unit: venv stack-pg azurite ## go test -race (Delta read-back checks use the ven
 alerts-test: ## promtool check + unit tests of deploy/prometheus/alerts.yaml (Debian package prometheus); TestMonitoringAssets runs them too
 	cd deploy/prometheus && promtool check rules alerts.yaml && promtool test rules alerts_test.yaml
 
+.PHONY: vulncheck
+vulncheck: ## govulncheck ./... against a local database built from the pinned golang.org/x/vulndb module (VULNDB_VERSION=latest for the newest reports)
+	scripts/vulncheck.sh
+
 .PHONY: fuzz-smoke
 fuzz-smoke: ## every Fuzz target for FUZZTIME (default 10s) each; FUZZTIME=10m for a long run
 	scripts/fuzz-smoke.sh
 
 .PHONY: test
-test: venv fmt-check vet alerts-test unit fuzz-smoke e2e ## what CI runs: venv, gofmt check, vet, promtool rule tests, unit tests, fuzz smoke, then e2e on the native stack
+test: venv fmt-check vet vulncheck alerts-test unit fuzz-smoke e2e ## what CI runs: venv, gofmt check, vet, govulncheck, promtool rule tests, unit tests, fuzz smoke, then e2e on the native stack
 
 # ------------------------------------------------------------------ end-to-end on the real stack
 # Starts the native stack (idempotent; quick when warm), exports its endpoints

@@ -2,6 +2,11 @@ module github.com/cdcsink/cdc-sink
 
 go 1.26.8
 
+// The standard library's security fixes (govulncheck: crypto/x509, crypto/tls, net/http,
+// html/template in 1.26.9–1.26.10); the Makefile and .ci/run set GOTOOLCHAIN=auto so the go
+// command fetches it from the module proxy when the machine's Go is older.
+toolchain go1.26.11
+
 require (
 	cel.dev/cel-go v0.33.2
 	cloud.google.com/go/storage v1.71.0
@@ -48,7 +53,7 @@ require (
 	github.com/AzureAD/microsoft-authentication-library-for-go v1.10.1 // indirect
 	github.com/GoogleCloudPlatform/opentelemetry-operations-go/exporter/metric v0.62.0 // indirect
 	github.com/GoogleCloudPlatform/opentelemetry-operations-go/internal/resourcemapping v0.62.0 // indirect
-	github.com/andybalholm/brotli v1.2.3 // indirect
+	github.com/andybalholm/brotli v1.2.8 // indirect
 	github.com/antlr4-go/antlr/v4 v4.13.1 // indirect
 	github.com/apache/thrift v0.24.0 // indirect
 	github.com/aws/aws-sdk-go-v2/aws/protocol/eventstream v1.7.27 // indirect
