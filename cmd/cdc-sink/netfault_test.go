@@ -14,12 +14,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cdcsink/cdc-sink/delta"
 	"github.com/cdcsink/cdc-sink/source"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sys/unix"
 )
 
@@ -392,4 +394,126 @@ func TestObjectStorePartition(t *testing.T) {
 		t.Errorf("the sink panicked:\n%s", log)
 	}
 	t.Logf("store partition: /readyz said %v; table offsets then %v; end %v", body, cutAt, endOffsets(s))
+}
+
+// lossy drops pct % of the packets crossing the link's host end, both ways,
+// with nftables (Debian nftables; the kernel's nf_tables and numgen). The
+// returned func reads how many packets were dropped.
+func (l *netLink) lossy(t *testing.T, pct int) (dropped func() int64) {
+	t.Helper()
+	if _, err := exec.LookPath("nft"); err != nil {
+		if os.Getenv(netnsEnv) != "" {
+			t.Fatalf("%s is set but nft (Debian nftables) is missing: %v", netnsEnv, err)
+		}
+		t.Skipf("packet loss needs nft (Debian nftables): %v", err)
+	}
+	tbl := "cdcsink_" + l.hostIf
+	nft := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command("nft", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("nft %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	nft("add", "table", "inet", tbl)
+	t.Cleanup(func() { _ = exec.Command("nft", "delete", "table", "inet", tbl).Run() })
+	rule := fmt.Sprintf("numgen random mod 100 < %d counter drop", pct)
+	nft("add", "chain", "inet", tbl, "in", "{ type filter hook input priority 0; policy accept; }")
+	nft("add", "chain", "inet", tbl, "out", "{ type filter hook output priority 0; policy accept; }")
+	nft("add", "rule", "inet", tbl, "in", "iifname", l.hostIf, rule)
+	nft("add", "rule", "inet", tbl, "out", "oifname", l.hostIf, rule)
+	return func() int64 {
+		var n int64
+		for _, line := range strings.Split(nft("list", "table", "inet", tbl), "\n") {
+			var p, b int64
+			if i := strings.Index(line, "counter packets "); i >= 0 {
+				if _, err := fmt.Sscanf(line[i:], "counter packets %d bytes %d", &p, &b); err == nil {
+					n += p
+				}
+			}
+		}
+		return n
+	}
+}
+
+// TestSlowAndLossyBroker: the broker answers every request late (each
+// response held back 400 ms by the broker itself: a slow broker, or a
+// long round trip), then, on top of that, the link drops 10 % of the
+// packets both ways. Neither is an outage: the sink stays ready and
+// connected, quarantines nothing, commits on, and ends equal to the model.
+func TestSlowAndLossyBroker(t *testing.T) {
+	n := newTestNet(t)
+	l := n.link(t)
+	const sink = "netfault-slow"
+	cl, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, testTopic), kfake.SeedTopics(1, sink+".quarantine"),
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) { return net.Listen(network, l.hostIP+":0") }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	brokers := cl.ListenAddrs()
+	s := testStream(47, 1200, 200, 3, 0)
+	half := len(s.Records) / 2
+	prod := newProducer(t, brokers)
+	if err := prod.produce(s.Records[:half]); err != nil {
+		t.Fatal(err)
+	}
+	// From here on every request waits 400 ms before the broker handles it
+	// (SleepControl yields, so the broker's other connections go on).
+	const delay = 400 * time.Millisecond
+	var delayed atomic.Int64
+	cl.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+		cl.KeepControl()
+		delayed.Add(1)
+		cl.SleepControl(func() { time.Sleep(delay) })
+		return nil, nil, false
+	})
+	lake := t.TempDir()
+	// socket.timeout.ms 3 s (netSinkConfig) is well above the added delay:
+	// slow, not gone.
+	p := n.startSink(t, netSinkConfig(t, sink, brokers[0], lake+"/{schema}.{table}", "  unreachable_after: 2s", ""))
+	dir := tableDir(lake)
+	t0 := time.Now()
+	waitUntil(t, 180*time.Second, "the first half applied through the slow broker", func() bool {
+		p.alive(t)
+		return caughtUp(t, dir, sink, offsetsOf(s.Records[:half]))
+	})
+	slow := time.Since(t0)
+	notReady := func() string {
+		code, body := n.readyz()
+		if code != 200 || n.metric("cdcsink_kafka_connected") != "1" {
+			return fmt.Sprintf("/readyz %d %v, cdcsink_kafka_connected %q", code, body, n.metric("cdcsink_kafka_connected"))
+		}
+		return ""
+	}
+	if s := notReady(); s != "" {
+		t.Errorf("slow broker: %s", s)
+	}
+
+	dropped := l.lossy(t, 10)
+	if err := prod.produce(s.Records[half:]); err != nil {
+		t.Fatal(err)
+	}
+	t1 := time.Now()
+	waitUntil(t, 300*time.Second, "caught up through the slow, lossy link", func() bool {
+		p.alive(t)
+		return caughtUp(t, dir, sink, endOffsets(s))
+	})
+	lossy := time.Since(t1)
+	if s := notReady(); s != "" {
+		t.Errorf("slow broker, lossy link: %s", s)
+	}
+	if dropped() == 0 || delayed.Load() == 0 {
+		t.Fatalf("no fault happened: %d packets dropped, %d requests delayed", dropped(), delayed.Load())
+	}
+	checkTable(t, dir, sink, s)
+	if q := quarantined(t, brokers, sink+".quarantine"); len(q) != 0 {
+		t.Errorf("%d records quarantined for a network fault", len(q))
+	}
+	if log := p.stderr.String(); strings.Contains(log, "panic") {
+		t.Errorf("the sink panicked:\n%s", log)
+	}
+	t.Logf("slow broker (%s per request, %d requests delayed): first %d records in %s; with 10%% loss (%d packets dropped): last %d in %s",
+		delay, delayed.Load(), half, slow.Round(10*time.Millisecond), dropped(), len(s.Records)-half, lossy.Round(10*time.Millisecond))
 }
