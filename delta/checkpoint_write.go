@@ -244,6 +244,16 @@ func WriteCheckpoint(ctx context.Context, snap *Snapshot) error {
 	return writeCheckpointAt(ctx, snap, time.Now())
 }
 
+// WriteCheckpointAt writes the checkpoint of version v. Best effort for a
+// writer: readers never depend on a checkpoint existing.
+func (t *Table) WriteCheckpointAt(ctx context.Context, v int64) error {
+	snap, err := t.SnapshotAt(ctx, v)
+	if err != nil {
+		return fmt.Errorf("write checkpoint v%d: %w", v, err)
+	}
+	return WriteCheckpoint(ctx, snap)
+}
+
 func writeCheckpointAt(ctx context.Context, snap *Snapshot, now time.Time) error {
 	t := snap.table
 	v := snap.version

@@ -143,6 +143,9 @@ type CommitResult struct {
 	// (nil: none was due, or it was written). The commit itself stands:
 	// checkpoints are best effort, readers replay the log without them.
 	CheckpointErr error
+	// CheckpointDue says the version is a multiple of delta.checkpointInterval:
+	// a checkpoint was attempted, or, with SkipCheckpoint, is the caller's to write.
+	CheckpointDue bool
 }
 
 // Begin starts a transaction reading snap.
@@ -563,20 +566,14 @@ func (tx *Transaction) CommitWithResult(ctx context.Context, op string, params m
 		v++
 	}
 	res := CommitResult{}
-	if !tx.SkipCheckpoint {
-		interval := tx.read.CheckpointInterval()
-		if tx.metadata != nil {
-			s := &Snapshot{metadata: *tx.metadata}
-			interval = s.CheckpointInterval()
-		}
-		if v%interval == 0 {
-			// best effort: readers never depend on a checkpoint existing
-			snap, err := tx.table.SnapshotAt(ctx, v)
-			if err == nil {
-				err = WriteCheckpoint(ctx, snap)
-			}
-			res.CheckpointErr = err
-		}
+	interval := tx.read.CheckpointInterval()
+	if tx.metadata != nil {
+		s := &Snapshot{metadata: *tx.metadata}
+		interval = s.CheckpointInterval()
+	}
+	res.CheckpointDue = v%interval == 0
+	if res.CheckpointDue && !tx.SkipCheckpoint {
+		res.CheckpointErr = tx.table.WriteCheckpointAt(ctx, v)
 	}
 	res.Version, res.Rebased = v, rebased
 	return res, nil

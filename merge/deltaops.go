@@ -28,6 +28,7 @@ type deltaOps struct {
 	store  delta.Storage
 	tbl    *delta.Table
 	logger *slog.Logger
+	fault  func(FaultPoint) error // Options.Fault (tests)
 }
 
 // snapshotView is the part of a Delta snapshot merge needs.
@@ -138,6 +139,8 @@ func (o *deltaOps) commit(ctx context.Context, readVersion int64, p *plan, op st
 	for _, d := range p.domains {
 		tx.SetDomainMetadata(d.Domain, d.Configuration)
 	}
+	// the checkpoint is written here, after its fault point, not by the commit
+	tx.SkipCheckpoint = true
 	res, err := tx.CommitWithResult(ctx, op, params)
 	if err != nil {
 		if errors.Is(err, delta.ErrConflict) || errors.Is(err, delta.ErrFenced) {
@@ -146,6 +149,14 @@ func (o *deltaOps) commit(ctx context.Context, readVersion int64, p *plan, op st
 		return -1, 0, err
 	}
 	v := res.Version
+	if res.CheckpointDue {
+		if o.fault != nil {
+			res.CheckpointErr = o.fault(FaultBeforeCheckpoint)
+		}
+		if res.CheckpointErr == nil {
+			res.CheckpointErr = o.tbl.WriteCheckpointAt(ctx, v)
+		}
+	}
 	if res.CheckpointErr != nil {
 		// best effort, not retried: the next one is due checkpointInterval commits later
 		o.logger.Warn("checkpoint failed; the commit stands, readers replay the log", "table", o.dir, "version", v, "err", res.CheckpointErr)

@@ -207,7 +207,7 @@ func Open(ctx context.Context, dir string, opts Options) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	ops.logger = opts.Logger
+	ops.logger, ops.fault = opts.Logger, opts.Fault
 	t := &Table{dir: dir, opts: opts, ops: ops}
 	if err := t.reload(ctx); err != nil {
 		return nil, err
@@ -867,6 +867,9 @@ const (
 	FaultDVWritten    FaultPoint = "dv-written"    // deletion vectors stored
 	FaultBeforeCommit FaultPoint = "before-commit" // about to write the log entry
 	FaultAfterCommit  FaultPoint = "after-commit"  // log entry written, state not yet updated
+	// FaultBeforeCheckpoint comes between the two when the version is due a
+	// checkpoint; an error there only skips the checkpoint (best effort).
+	FaultBeforeCheckpoint FaultPoint = "before-checkpoint"
 )
 
 func (t *Table) fault(point FaultPoint) error {

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -79,8 +80,9 @@ func fill(dir string) (string, error) {
 // once space is freed the sink goes on by itself and the table equals the
 // source model.
 func TestDiskFull(t *testing.T) {
-	for _, point := range []merge.FaultPoint{merge.FaultAfterCommit, merge.FaultBeforeCommit} {
-		what := map[merge.FaultPoint]string{merge.FaultAfterCommit: "the next data file", merge.FaultBeforeCommit: "the log entry"}[point]
+	for _, point := range []merge.FaultPoint{merge.FaultAfterCommit, merge.FaultBeforeCommit, merge.FaultBeforeCheckpoint} {
+		what := map[merge.FaultPoint]string{merge.FaultAfterCommit: "the next data file", merge.FaultBeforeCommit: "the log entry",
+			merge.FaultBeforeCheckpoint: "the checkpoint"}[point]
 		t.Run(what, func(t *testing.T) {
 			lake := smallDisk(t, 16<<20)
 			_, brokers := newKfake(t, 3, "diskfull.quarantine")
@@ -141,6 +143,14 @@ func TestDiskFull(t *testing.T) {
 			if n := r.log.count("transient apply failure, retrying"); n == 0 {
 				t.Error("no retry logged")
 			}
+			if point == merge.FaultBeforeCheckpoint {
+				// the checkpoint failed, the commit stood; nothing half-written is left for a
+				// reader to trip on (checkTable read the table with delta-rs too)
+				if r.log.count("checkpoint failed; the commit stands, readers replay the log") == 0 {
+					t.Error("no failed checkpoint logged")
+				}
+				checkLogDir(t, filepath.Join(dir, "_delta_log"))
+			}
 			t.Logf("offsets when the disk was full: %v", stuck)
 		})
 	}
@@ -192,4 +202,32 @@ func TestReadOnlyTableDir(t *testing.T) {
 	waitUntil(t, 90*time.Second, "caught up after the remount", func() bool { return caughtUp(t, dir, "rofs", endOffsets(s)) })
 	checkTable(t, dir, "rofs", s)
 	checkContiguous(t, "after the remount", logVersions(t, dir))
+}
+
+// checkLogDir: no temp file left in the log, and _last_checkpoint names a
+// checkpoint that exists.
+func checkLogDir(t *testing.T, logDir string) {
+	t.Helper()
+	ents, err := os.ReadDir(logDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for _, e := range ents {
+		have[e.Name()] = true
+		if strings.Contains(e.Name(), ".tmp-") {
+			t.Errorf("temp file left in the log: %s", e.Name())
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(logDir, "_last_checkpoint"))
+	if err != nil {
+		return // none written yet
+	}
+	var lc struct{ Version int64 }
+	if err := json.Unmarshal(b, &lc); err != nil {
+		t.Fatalf("_last_checkpoint: %v: %s", err, b)
+	}
+	if cp := fmt.Sprintf("%020d.checkpoint.parquet", lc.Version); !have[cp] {
+		t.Errorf("_last_checkpoint names %s, which is not in the log", cp)
+	}
 }
