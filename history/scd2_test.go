@@ -290,7 +290,11 @@ func TestSCD2CrashBetweenCommits(t *testing.T) {
 // the version, in a batch); a change older than a truncate arriving in a
 // later batch for a key the truncate did not wipe stays open; stale and
 // duplicate changes are no versions; a delete closes and opens nothing.
-func TestSCD2Truncate(t *testing.T) {
+// truncateStream writes a hand-made stream with truncates, late, stale and
+// duplicate changes, deletes and re-inserts through a current table with
+// history and SCD2 (TestSCD2Truncate says what each batch holds).
+func truncateStream(t *testing.T) (hist, scd string) {
+	t.Helper()
 	ctx := context.Background()
 	cur, hist, scd := t.TempDir(), t.TempDir(), t.TempDir()
 	tr := tracked(t, cur, hist, merge.Options{}, history.Options{})
@@ -332,6 +336,11 @@ func TestSCD2Truncate(t *testing.T) {
 			t.Fatalf("batch %d: %v", i, err)
 		}
 	}
+	return hist, scd
+}
+
+func TestSCD2Truncate(t *testing.T) {
+	hist, scd := truncateStream(t)
 	got := scd2Rows(t, scd)
 	vts := func(v uint64) string { return fmt.Sprint(1_767_000_000_000_000 + int64(v)*1_000_000) }
 	ver := func(v uint64) string { return versioning.Version{Commit: v, LSN: v}.String() }
