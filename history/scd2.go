@@ -10,8 +10,10 @@ import (
 	"strings"
 
 	"github.com/cdcsink/cdc-sink/delta"
+	"github.com/cdcsink/cdc-sink/layout"
 	"github.com/cdcsink/cdc-sink/merge"
 	"github.com/cdcsink/cdc-sink/normalize"
+	"github.com/cdcsink/cdc-sink/quarantine"
 	"github.com/cdcsink/cdc-sink/versioning"
 )
 
@@ -37,6 +39,10 @@ type SCD2Options struct {
 	StorageOptions delta.StorageOptions
 	Logger         *slog.Logger
 	Fault          func(merge.FaultPoint) error
+	// Widening and ColumnMapping as the current table's (merge.Options);
+	// a dropped source column is kept (older versions keep their values).
+	Widening      merge.WideningMode
+	ColumnMapping string
 }
 
 // SCD2 keeps the SCD type 2 table of one source table: one row per applied
@@ -54,12 +60,17 @@ type SCD2Options struct {
 type SCD2 struct {
 	t       *merge.Table
 	schemas map[*normalize.Schema]*normalize.Schema
+	// stored: the closing schema of stored rows, for the table columns
+	// storedCols (one pointer while they stay: the merge caches by pointer)
+	stored     *normalize.Schema
+	storedCols string
 }
 
 // OpenSCD2 opens (or prepares to create) the SCD2 table at location.
 func OpenSCD2(ctx context.Context, location string, opts SCD2Options) (*SCD2, error) {
 	t, err := merge.Open(ctx, location, merge.Options{Sink: opts.Sink, Storage: opts.Storage, StorageOptions: opts.StorageOptions,
-		Logger: opts.Logger, Fault: opts.Fault, Truncate: merge.TruncateIgnore})
+		Logger: opts.Logger, Fault: opts.Fault, Truncate: merge.TruncateIgnore,
+		Widening: opts.Widening, ColumnMapping: opts.ColumnMapping})
 	if err != nil {
 		return nil, fmt.Errorf("scd2 table %s: %w", location, err)
 	}
@@ -76,7 +87,7 @@ func (s *SCD2) CheckStart(cur *merge.Table) error {
 	if s.t.Version() >= 0 {
 		return nil
 	}
-	if live, deleted := cur.LiveRows(); live+deleted > 0 {
+	if live, _ := cur.LiveRows(); live > 0 { // tombstones have no open version
 		return fmt.Errorf("scd2 table %s does not exist but the current table %s has rows: an SCD2 table starts with its current table "+
 			"(rebuild one with `cdc-sink replay --from-history` into a new table with history.scd2 on)", s.t.Dir(), cur.Dir())
 	}
@@ -131,6 +142,7 @@ func (s *SCD2) Write(ctx context.Context, cur *merge.Table, in Input) error {
 		return nil
 	}
 	var out []*normalize.Change
+	stored := s.storedSchema() // nil: no table yet
 	closedByTrunc := map[string]bool{}
 	if len(truncs) > 0 && s.t.Version() >= 0 {
 		rows, err := s.t.Rows(ctx)
@@ -138,7 +150,7 @@ func (s *SCD2) Write(ctx context.Context, cur *merge.Table, in Input) error {
 			return fmt.Errorf("scd2 table %s: read open rows for a truncate: %w", s.t.Dir(), err)
 		}
 		keyNames := s.keyNames()
-		sch := s.storedSchema()
+		sch := stored
 		for _, r := range rows {
 			if del, _ := r["_cdc_deleted"].(bool); del {
 				continue
@@ -176,7 +188,7 @@ func (s *SCD2) Write(ctx context.Context, cur *merge.Table, in Input) error {
 			if open != nil {
 				sch := open.sch
 				if open.stored {
-					sch = s.storedSchema()
+					sch = stored
 				}
 				if sch == nil {
 					return fmt.Errorf("scd2 table %s: key %v has a live row in the current table and no SCD2 row to close", s.t.Dir(), open.key)
@@ -187,7 +199,10 @@ func (s *SCD2) Write(ctx context.Context, cur *merge.Table, in Input) error {
 			if c.Op != normalize.OpUpsert {
 				continue // a delete closes, opens nothing
 			}
-			o := s.opening(c)
+			o, err := s.opening(c)
+			if err != nil {
+				return err
+			}
 			out = append(out, o)
 			open = &openRow{names: c.KeyNames, key: c.Key, ver: c.Version, sch: o.Schema}
 		}
@@ -236,12 +251,18 @@ func (s *SCD2) storedSchema() *normalize.Schema {
 	}
 	types := s.t.ColumnTypes()
 	sch := &normalize.Schema{}
+	var id strings.Builder
 	for _, n := range s.t.Columns() {
-		if strings.HasPrefix(n, "_cdc_") {
+		if layout.IsMetaColumn(n) {
 			continue
 		}
 		sch.Columns = append(sch.Columns, normalize.ColumnDef{Name: n, Type: types[n], Nullable: true})
+		fmt.Fprintf(&id, "%s %v;", n, types[n])
 	}
+	if s.stored != nil && s.storedCols == id.String() {
+		return s.stored
+	}
+	s.stored, s.storedCols = sch, id.String()
 	return sch
 }
 
@@ -269,7 +290,13 @@ func sourceTs(c *normalize.Change) any {
 
 // opening is the row of an applied upsert: its after image (TOAST columns
 // Debezium did not send are null, as in the history's after image).
-func (s *SCD2) opening(c *normalize.Change) *normalize.Change {
+func (s *SCD2) opening(c *normalize.Change) (*normalize.Change, error) {
+	for _, col := range scd2Cols {
+		if c.Schema.Index(col.Name) >= 0 {
+			return nil, quarantine.Errorf(quarantine.SchemaMismatch, "scd2 table %s: record %s/%d@%d: source column %s is also an SCD2 column: history.scd2 cannot materialize this table",
+				s.t.Dir(), c.Coord.Topic, c.Coord.Partition, c.Coord.Offset, col.Name)
+		}
+	}
 	sch := s.scdSchema(c.Schema)
 	row := make([]any, 0, len(sch.Columns))
 	for _, v := range c.Row {
@@ -284,7 +311,7 @@ func (s *SCD2) opening(c *normalize.Change) *normalize.Change {
 	o.Schema, o.Row = sch, row
 	o.SourceOp, o.Op = 'c', normalize.OpUpsert
 	o.Before, o.BeforeSchema, o.OldKey, o.KeyMoved, o.Tombstone = nil, nil, nil, false, false
-	return &o
+	return &o, nil
 }
 
 // closing closes the open row r, on behalf of change by (the key's next

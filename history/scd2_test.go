@@ -34,10 +34,6 @@ func newSCD2Sink(t *testing.T, cur, hist, scd string, fault func(merge.FaultPoin
 // batch at or after its own newer than it, before that next change) closes
 // it. Rows as "key|source_version|valid_from|valid_to|is_current|status".
 func scd2Model(es []history.Entry) []string {
-	type ch struct {
-		e    history.Entry
-		next *history.Entry
-	}
 	byKey := map[string][]history.Entry{}
 	var truncs []history.Entry
 	for _, e := range es {

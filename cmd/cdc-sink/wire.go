@@ -96,7 +96,8 @@ func (ts *tableSet) route(ctx context.Context, topic, dir string) (pipeline.Tabl
 	tr := &history.Tracked{Table: t, History: hw}
 	if ts.setup.SCD2 != nil {
 		sdir := ts.setup.SCD2(topic, hdir)
-		sw, err := history.OpenSCD2(ctx, sdir, history.SCD2Options{Sink: ts.setup.Sink, StorageOptions: storageOpts, Logger: ts.setup.Logger, Fault: ts.setup.Fault})
+		sw, err := history.OpenSCD2(ctx, sdir, history.SCD2Options{Sink: ts.setup.Sink, StorageOptions: storageOpts, Logger: ts.setup.Logger, Fault: ts.setup.Fault,
+			Widening: ts.setup.Widening, ColumnMapping: ts.setup.ColumnMapping})
 		if err != nil {
 			return nil, fmt.Errorf("SCD2 table of %s: %w", dir, err)
 		}
