@@ -358,3 +358,72 @@ func TestSCD2Truncate(t *testing.T) {
 	sameRows(t, "SCD2 table vs expected", got, want)
 	assertSCD2(t, hist, scd)
 }
+
+// TestSCD2Refusals: an SCD2 table does not start beside a current table
+// with live rows (their open versions would be missing), and a source
+// column named like an SCD2 column stops the batch naming the record and
+// the column; nothing is written to the SCD2 table.
+func TestSCD2Refusals(t *testing.T) {
+	ctx := context.Background()
+	apply := func(tr *history.Tracked, cs ...*normalize.Change) error {
+		next := cs[len(cs)-1].Coord.Offset + 1
+		_, err := tr.Apply(ctx, &merge.Batch{Changes: cs, Offsets: map[merge.TP]int64{{Topic: "shop.public.customers"}: next}},
+			func(context.Context, int64, []merge.Reject) error { return nil })
+		return err
+	}
+	clash := custChange(0, 1, "a", 0)
+	clash.Schema = &normalize.Schema{Columns: append(slices.Clone(custSchema.Columns), normalize.ColumnDef{Name: "valid_to", Type: normalize.Type{Kind: normalize.String}, Nullable: true})}
+	clash.Row = append(slices.Clone(clash.Row), "x")
+	for _, tc := range []struct {
+		name  string
+		late  bool // the SCD2 table is added after the first batch
+		first []*normalize.Change
+		want  string
+	}{
+		{"started late", true, []*normalize.Change{custChange(0, 1, "a", 0)}, "does not exist but the current table"},
+		{"started after tombstones only", true, func() []*normalize.Change {
+			c := custChange(1, 1, "", 0)
+			c.Op, c.SourceOp, c.Row, c.Schema = normalize.OpDelete, 'd', nil, nil
+			return []*normalize.Change{custChange(0, 1, "a", 0), c}
+		}(), ""},
+		{"column clash", false, []*normalize.Change{clash}, "source column valid_to is also an SCD2 column"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cur, hist, scd := t.TempDir(), t.TempDir(), t.TempDir()
+			tr := tracked(t, cur, hist, merge.Options{}, history.Options{})
+			open := func() {
+				w, err := history.OpenSCD2(ctx, scd, history.SCD2Options{Sink: "s"})
+				if err != nil {
+					t.Fatal(err)
+				}
+				tr.SCD2 = w
+			}
+			if !tc.late {
+				open()
+			}
+			err := apply(tr, tc.first...)
+			if tc.late {
+				if err != nil {
+					t.Fatal(err)
+				}
+				open()
+				err = apply(tr, custChange(2, 2, "b", 0))
+			}
+			if tc.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := scd2Rows(t, scd); len(got) != 1 {
+					t.Fatalf("SCD2 rows %v, want the one version", got)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err %v, want %q", err, tc.want)
+			}
+			if v := tr.SCD2.Table().Version(); v >= 0 {
+				t.Fatalf("SCD2 table written (version %d) by a refused batch", v)
+			}
+		})
+	}
+}
