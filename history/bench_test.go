@@ -16,16 +16,14 @@ import (
 
 // BenchmarkHistoryOverhead: a 5,000-record stream through the pipeline in
 // batches of 1,000 into in-memory storage, with and without a history
-// table: what writing the history adds per record.
+// table, and with a history and an SCD2 table: what writing each adds per
+// record.
 func BenchmarkHistoryOverhead(b *testing.B) {
 	s := dbzgen.Generate(dbzgen.Config{Seed: 3, Prefix: "loja", Schema: "public", Table: "orders", Partitions: 2,
 		Keys: 2000, Events: 4000, SnapshotRows: 1000, TxSize: 3, ToastEvery: 10})
-	for _, withHistory := range []bool{false, true} {
-		name := "current"
-		if withHistory {
-			name = "current+history"
-		}
-		b.Run(name, func(b *testing.B) {
+	for _, mode := range []string{"current", "current+history", "current+history+scd2"} {
+		withHistory := mode != "current"
+		b.Run(mode, func(b *testing.B) {
 			ctx := context.Background()
 			for i := 0; i < b.N; i++ {
 				norm, _ := normalize.New(normalize.Options{KeepBefore: withHistory})
@@ -39,7 +37,13 @@ func BenchmarkHistoryOverhead(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					pt = &history.Tracked{Table: tb, History: hw}
+					tr := &history.Tracked{Table: tb, History: hw}
+					if mode == "current+history+scd2" {
+						if tr.SCD2, err = history.OpenSCD2(ctx, "mem://scd2", history.SCD2Options{Sink: "s", Storage: delta.NewMemStorage()}); err != nil {
+							b.Fatal(err)
+						}
+					}
+					pt = tr
 				}
 				p := pipeline.New(pipeline.Config{Sink: "s", Decoder: envelope.NewDecoder(envelope.Options{}), Normalizer: norm,
 					Quarantine: &memQ{}, MinBackoff: time.Millisecond,

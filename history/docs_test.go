@@ -38,16 +38,7 @@ func docQueries(t *testing.T) []string {
 // duckdb runs query over the history at dir (the docs' path replaced).
 func duckdb(t *testing.T, query, dir string) []map[string]any {
 	t.Helper()
-	q := strings.ReplaceAll(query, "'lake/history/orders'", "'"+dir+"'")
-	cmd := exec.Command(deltacheck.Python(t), filepath.Join(deltacheck.RepoRoot(), "scripts", "history_sql.py"))
-	cmd.Stdin = strings.NewReader(q)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("duckdb: %v\n%s\n%s", err, stderr.String(), q)
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	lines := duckdbLines(t, query, dir)
 	var rows []map[string]any
 	for _, l := range lines[1:] {
 		var r map[string]any
@@ -57,6 +48,22 @@ func duckdb(t *testing.T, query, dir string) []map[string]any {
 		rows = append(rows, r)
 	}
 	return rows
+}
+
+// duckdbLines is duckdb's output as printed: a header line, then one
+// canonical JSON row per line (deltars_rows.canon, as delta-rs reads).
+func duckdbLines(t *testing.T, query, dir string) []string {
+	t.Helper()
+	q := strings.ReplaceAll(query, "'lake/history/orders'", "'"+dir+"'")
+	cmd := exec.Command(deltacheck.Python(t), filepath.Join(deltacheck.RepoRoot(), "scripts", "history_sql.py"))
+	cmd.Stdin = strings.NewReader(q)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("duckdb: %v\n%s\n%s", err, stderr.String(), q)
+	}
+	return strings.Split(strings.TrimSpace(string(out)), "\n")
 }
 
 // TestDocsQueries runs the DuckDB queries of docs/history.md as written
@@ -147,7 +154,7 @@ func TestDocsQueries(t *testing.T) {
 	}
 	for k, r := range live {
 		c := current[k]
-		if c == nil || c["version"] != r["_cdc_source_version"] || c["status"] != r["status"] || c["valid_to"] != nil {
+		if c == nil || c["source_version"] != r["_cdc_source_version"] || c["status"] != r["status"] || c["valid_to"] != nil {
 			t.Fatalf("key %s: SCD2 current row %v, current table %v %v", k, c, r["_cdc_source_version"], r["status"])
 		}
 	}

@@ -76,6 +76,12 @@ func batches(s *dbzgen.Stream, n int) [][]*source.Record {
 // process "dies" and a new one (fresh Opens) carries on from the tables.
 func run(t *testing.T, bs [][]*source.Record, cur, hist string, crashBatch int, point merge.FaultPoint) {
 	t.Helper()
+	runWith(t, bs, func(fault func(merge.FaultPoint) error) *sink { return newSink(t, cur, hist, history.Privacy{}, fault) }, crashBatch, point)
+}
+
+// runWith is run with the sinks mk makes (one per process).
+func runWith(t *testing.T, bs [][]*source.Record, mk func(fault func(merge.FaultPoint) error) *sink, crashBatch int, point merge.FaultPoint) {
+	t.Helper()
 	ctx := context.Background()
 	armed := false
 	fault := func(p merge.FaultPoint) error {
@@ -85,14 +91,14 @@ func run(t *testing.T, bs [][]*source.Record, cur, hist string, crashBatch int, 
 		}
 		return nil
 	}
-	s := newSink(t, cur, hist, history.Privacy{}, fault)
+	s := mk(fault)
 	for i, b := range bs {
 		armed = i == crashBatch
 		if _, err := s.p.Process(ctx, b); err != nil {
 			if !errors.Is(err, errCrash) {
 				t.Fatalf("batch %d: %v", i, err)
 			}
-			s = newSink(t, cur, hist, history.Privacy{}, fault)
+			s = mk(fault)
 			if _, err := s.p.Process(ctx, b); err != nil {
 				t.Fatalf("batch %d after restart: %v", i, err)
 			}

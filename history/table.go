@@ -16,6 +16,10 @@ import (
 type Tracked struct {
 	*merge.Table
 	History *Writer
+	// SCD2, when set, is the SCD type 2 table, written after the history
+	// and before the current table (the same crash argument holds: it
+	// skips what its own offsets hold).
+	SCD2 *SCD2
 	// Written counts history rows appended by the last Apply (tests, logs).
 	Written int
 }
@@ -27,7 +31,13 @@ func (t *Tracked) Apply(ctx context.Context, b *merge.Batch, reject func(ctx con
 	bb.BeforeCommit = func(ctx context.Context, batchID int64, outcomes []merge.Outcome) error {
 		n, err := t.History.Write(ctx, Input{BatchID: batchID, Changes: b.Changes, Outcomes: outcomes, Offsets: b.Offsets})
 		t.Written += n
-		return err
+		if err != nil || t.SCD2 == nil {
+			return err
+		}
+		if err := t.SCD2.Write(ctx, t.Table, Input{BatchID: batchID, Changes: b.Changes, Outcomes: outcomes, Offsets: b.Offsets}); err != nil {
+			return err
+		}
+		return t.History.fault(FaultSCD2AfterCommit)
 	}
 	return t.Table.Apply(ctx, &bb, reject)
 }

@@ -34,6 +34,7 @@ import (
 const (
 	FaultHistoryDataWritten merge.FaultPoint = "history-data-written" // data files stored, not committed
 	FaultHistoryAfterCommit merge.FaultPoint = "history-after-commit" // history committed, current table not yet written
+	FaultSCD2AfterCommit    merge.FaultPoint = "scd2-after-commit"    // history and SCD2 table committed, current table not yet written
 )
 
 // Options configures a Writer.

@@ -1035,3 +1035,18 @@ func (t *Table) carriedOffsets(b *Batch) map[TP]int64 {
 	}
 	return out
 }
+
+// Stored reports the version of key's stored row and whether it is live
+// (not a tombstone); ok=false: the table has no row for key. It reads the
+// in-memory key index: the state before the batch being applied when
+// called from Batch.BeforeCommit (history SCD2: the prior version of a key).
+func (t *Table) Stored(key []any) (ver versioning.Version, live, ok bool) {
+	if t.st == nil {
+		return versioning.Version{}, false, false
+	}
+	l, ok := t.st.index.GetBytes(AppendKey(nil, key))
+	if !ok {
+		return versioning.Version{}, false, false
+	}
+	return l.ver, !l.deleted, true
+}

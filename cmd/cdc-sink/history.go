@@ -21,6 +21,28 @@ type HistoryConf struct {
 	ExcludeColumns []string          `yaml:"exclude_columns" doc:"columns left out of history images: COLUMN, TABLE.COLUMN or SCHEMA.TABLE.COLUMN"`
 	HashColumns    []string          `yaml:"hash_columns" doc:"columns stored in history images as hex SHA-256 of salt + value (same forms as exclude_columns)"`
 	HashSalt       string            `yaml:"hash_salt" doc:"secret salt of hash_columns; prefer CDC_SINK_HISTORY_HASH_SALT"`
+	SCD2           bool              `yaml:"scd2" doc:"also materialize an SCD type 2 table per history table (docs/history.md)"`
+	SCD2Template   string            `yaml:"scd2_path_template" doc:"SCD2 table path for a topic (placeholders as path_template); empty: the history path + _scd2"`
+	SCD2Map        map[string]string `yaml:"scd2_map" doc:"explicit topic → SCD2 table path (wins over the template)"`
+}
+
+// scd2Route is the SCD2 location of a topic with history table hdir (nil: no SCD2 tables).
+func (h HistoryConf) scd2Route() func(topic, hdir string) string {
+	if !h.SCD2 {
+		return nil
+	}
+	tmpl := routeTemplate(h.SCD2Template)
+	return func(topic, hdir string) string {
+		if d, ok := h.SCD2Map[topic]; ok {
+			return canonLocation(d)
+		}
+		if h.SCD2Template != "" {
+			if d, ok := tmpl(topic); ok {
+				return d
+			}
+		}
+		return strings.TrimRight(hdir, "/") + "_scd2"
+	}
 }
 
 func (h HistoryConf) privacy() history.Privacy {
@@ -58,6 +80,28 @@ func (h HistoryConf) validate(bad func(key, format string, a ...any) error) erro
 	}
 	if err := h.privacy().Validate(); err != nil {
 		return bad("history", "%v", err)
+	}
+	if !h.SCD2 && (h.SCD2Template != "" || len(h.SCD2Map) > 0) {
+		return bad("history.scd2", "scd2_path_template / scd2_map are set but history.scd2 is false")
+	}
+	if h.SCD2 {
+		if h.PathTemplate == "" && len(h.Map) == 0 {
+			return bad("history.scd2", "SCD2 tables are built beside history tables: set history.path_template or history.map")
+		}
+		if len(h.ExcludeColumns) > 0 || len(h.HashColumns) > 0 {
+			return bad("history.scd2", "cannot be combined with history.exclude_columns / hash_columns: the SCD2 table would hold those values in clear")
+		}
+		if h.SCD2Template != "" {
+			sample, _ := routeTemplate(h.SCD2Template)("prefix.schema.table")
+			if _, err := checkLocation(sample); err != nil {
+				return bad("history.scd2_path_template", "%q: %v", h.SCD2Template, err)
+			}
+		}
+		for topic, loc := range h.SCD2Map {
+			if _, err := checkLocation(loc); err != nil {
+				return bad("history.scd2_map", "topic %s: %v", topic, err)
+			}
+		}
 	}
 	return nil
 }

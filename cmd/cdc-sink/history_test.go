@@ -137,7 +137,7 @@ func TestReplayConfigRoutesLikeRun(t *testing.T) {
 	}
 	conf := filepath.Join(t.TempDir(), "run.yaml")
 	yaml := "sink: live\ntables:\n  path_template: " + filepath.Join(lake, "{schema}.{table}") +
-		"\nhistory:\n  path_template: " + filepath.Join(lake, "history", "{table}") + "\n"
+		"\nhistory:\n  path_template: " + filepath.Join(lake, "history", "{table}") + "\n  scd2: true\n"
 	if err := os.WriteFile(conf, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -165,6 +165,22 @@ func TestReplayConfigRoutesLikeRun(t *testing.T) {
 		if n := len(deltacheck.ReadDeltaRS(t, filepath.Join(lake, "history", tbl), "").Rows); n != len(s.Records) {
 			t.Fatalf("history of %s: %d rows, %d records", tbl, n, len(s.Records))
 		}
+		// history.scd2: beside the history, one current version per live key
+		current := 0
+		for _, r := range deltacheck.Decode(t, deltacheck.ReadDeltaRS(t, filepath.Join(lake, "history", tbl+"_scd2"), "").Rows) {
+			if r["is_current"] == true {
+				current++
+			}
+		}
+		live := 0
+		for _, e := range s.Expected() {
+			if !e.Deleted {
+				live++
+			}
+		}
+		if current != live || live == 0 {
+			t.Fatalf("SCD2 table of %s: %d current versions, the source has %d live rows", tbl, current, live)
+		}
 	}
 	if !strings.Contains(out.String(), "public.items") || !strings.Contains(out.String(), "public.orders") {
 		t.Errorf("replay output names not both tables: %q", out.String())
@@ -176,6 +192,44 @@ func TestReplayConfigRoutesLikeRun(t *testing.T) {
 	errb.Reset()
 	if code := realMain(context.Background(), []string{"replay", "--config", bad, "--from-file", in, "--quiet"}, &out, &errb); code == 0 || !strings.Contains(errb.String(), "salt") {
 		t.Errorf("hash_columns without salt: exit %d %q", code, errb.String())
+	}
+}
+
+// TestHistorySCD2Config: history.scd2's settings are checked at config
+// load, and its tables default to the history location + _scd2.
+func TestHistorySCD2Config(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		h    HistoryConf
+		bad  string // "" valid
+	}{
+		{"on", HistoryConf{PathTemplate: "lake/h/{table}", SCD2: true}, ""},
+		{"template", HistoryConf{PathTemplate: "lake/h/{table}", SCD2: true, SCD2Template: "lake/scd/{table}"}, ""},
+		{"no history", HistoryConf{SCD2: true}, "beside history tables"},
+		{"hashed", HistoryConf{PathTemplate: "lake/h/{table}", SCD2: true, HashColumns: []string{"email"}, HashSalt: "x"}, "in clear"},
+		{"excluded", HistoryConf{PathTemplate: "lake/h/{table}", SCD2: true, ExcludeColumns: []string{"ssn"}}, "in clear"},
+		{"template without scd2", HistoryConf{PathTemplate: "lake/h/{table}", SCD2Template: "lake/scd/{table}"}, "history.scd2 is false"},
+		{"bad map", HistoryConf{PathTemplate: "lake/h/{table}", SCD2: true, SCD2Map: map[string]string{"t": "ftp://x/y"}}, "history.scd2_map"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.h.validate(func(key, format string, a ...any) error { return fmt.Errorf(key+": "+format, a...) })
+			if (err == nil) != (tc.bad == "") || (err != nil && !strings.Contains(err.Error(), tc.bad)) {
+				t.Fatalf("validate: %v, want %q", err, tc.bad)
+			}
+		})
+	}
+	route := HistoryConf{PathTemplate: "lake/h/{table}", SCD2: true, SCD2Map: map[string]string{"loja.public.items": "lake/items_versions"}}.scd2Route()
+	for _, tc := range []struct{ topic, hdir, want string }{
+		{"loja.public.orders", "lake/h/orders", "lake/h/orders_scd2"},
+		{"loja.public.orders", "s3://b/h/orders/", "s3://b/h/orders_scd2"},
+		{"loja.public.items", "lake/h/items", canonLocation("lake/items_versions")},
+	} {
+		if got := route(tc.topic, tc.hdir); got != tc.want {
+			t.Errorf("scd2 location of %s (history %s): %s, want %s", tc.topic, tc.hdir, got, tc.want)
+		}
+	}
+	if (HistoryConf{PathTemplate: "x"}).scd2Route() != nil {
+		t.Error("scd2 off: a route")
 	}
 }
 

@@ -481,6 +481,7 @@ func applyReplayConfig(s *sinkSetup, cfg *Config, table string, set map[string]b
 	}
 	s.History = cfg.History.route()
 	s.Privacy = cfg.History.privacy()
+	s.SCD2 = cfg.History.scd2Route()
 	if !set["key-columns"] && len(cfg.Table.KeyColumns) > 0 {
 		s.KeyColumns = cfg.Table.KeyColumns
 	}

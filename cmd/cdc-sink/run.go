@@ -132,6 +132,7 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 		Fault:          h.Fault,
 		History:        cfg.History.route(),
 		Privacy:        cfg.History.privacy(),
+		SCD2:           cfg.History.scd2Route(),
 	}
 	p, ts, err := buildPipeline(setup)
 	if err != nil {

@@ -50,6 +50,8 @@ type sinkSetup struct {
 	// History (may be nil) maps a topic to its history table (docs/history.md).
 	History func(topic string) (dir string, ok bool)
 	Privacy history.Privacy
+	// SCD2 (may be nil) maps a topic and its history table to its SCD2 table.
+	SCD2 func(topic, historyDir string) string
 }
 
 // tableSet opens each table once and hands it to the pipeline's router.
@@ -92,6 +94,18 @@ func (ts *tableSet) route(ctx context.Context, topic, dir string) (pipeline.Tabl
 		ts.tracked = map[string]*history.Tracked{}
 	}
 	tr := &history.Tracked{Table: t, History: hw}
+	if ts.setup.SCD2 != nil {
+		sdir := ts.setup.SCD2(topic, hdir)
+		sw, err := history.OpenSCD2(ctx, sdir, history.SCD2Options{Sink: ts.setup.Sink, StorageOptions: storageOpts, Logger: ts.setup.Logger, Fault: ts.setup.Fault,
+			Widening: ts.setup.Widening, ColumnMapping: ts.setup.ColumnMapping})
+		if err != nil {
+			return nil, fmt.Errorf("SCD2 table of %s: %w", dir, err)
+		}
+		if err := sw.CheckStart(t); err != nil {
+			return nil, err
+		}
+		tr.SCD2 = sw
+	}
 	ts.tracked[dir] = tr
 	return tr, nil
 }
