@@ -42,9 +42,10 @@ fmt-check: ## fail if a Go file is not gofmt-formatted
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
 .PHONY: vet
-vet: ## go vet (also the gcs-tagged files)
+vet: ## go vet (also the gcs-tagged files and the e2e and soak suites)
 	$(GO) vet $(PKGS)
 	$(GO) vet -tags gcs ./cmd/cdc-sink ./delta/gcsstore
+	$(GO) vet -tags 'e2e soak' $(E2E_PKGS)
 
 $(STATICCHECK):
 	GOFLAGS=-mod=mod $(GO) install honnef.co/go/tools/cmd/staticcheck@$(strip $(STATICCHECK_VERSION))
@@ -93,6 +94,20 @@ e2e: ## end-to-end suite against the native stack (starts it)
 	if [ $$rc != 0 ]; then scripts/stack/status.sh || true; fi; \
 	if [ $$started = 1 ] && [ "$${E2E_KEEP_STACK:-0}" != 1 ]; then scripts/stack/down.sh || true; fi; \
 	exit $$rc
+
+# The soak (integration/soak_test.go, build tags e2e+soak, never in CI): the real stack under a
+# steady load for DURATION with a random fault per round (kill -9 of a sink, Connect or the
+# broker, the broker frozen, disk full) and verify = Postgres at every quiet point. Figures in
+# the log and in SOAK_REPORT (JSON). Needs root for the disk-full faults (a tmpfs).
+DURATION     ?= 30m
+SOAK_REPORT  ?= soak-report.json
+.PHONY: soak
+soak: ## soak on the native stack: DURATION (30m) of load with random faults, verify at every quiet point (not in CI)
+	scripts/venv.sh
+	scripts/stack/up.sh
+	eval "$$(scripts/stack/env.sh)"; \
+	CDC_SINK_SOAK_DURATION=$(DURATION) CDC_SINK_SOAK_REPORT=$(abspath $(SOAK_REPORT)) \
+	  $(GO) test -v -tags 'e2e soak' -count=1 -p 1 -timeout 4h -run '^TestSoak$$' $(E2E_PKGS)
 
 # ------------------------------------------------------------------ native stack (no Docker)
 # Postgres :55432, Kafka :9092, Connect :8083, registry :8080 on 127.0.0.1 (scripts/stack/common.sh

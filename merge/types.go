@@ -4,6 +4,7 @@ package merge
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -152,19 +153,19 @@ func appendValue(b array.Builder, v any) error {
 		bb.Append(x)
 	case *array.Int8Builder:
 		x, ok := asInt(v)
-		if !ok {
+		if !ok || x < math.MinInt8 || x > math.MaxInt8 {
 			return mismatch(b, v)
 		}
 		bb.Append(int8(x))
 	case *array.Int16Builder:
 		x, ok := asInt(v)
-		if !ok {
+		if !ok || x < math.MinInt16 || x > math.MaxInt16 {
 			return mismatch(b, v)
 		}
 		bb.Append(int16(x))
 	case *array.Int32Builder:
 		x, ok := asInt(v)
-		if !ok {
+		if !ok || x < math.MinInt32 || x > math.MaxInt32 {
 			return mismatch(b, v)
 		}
 		bb.Append(int32(x))
@@ -179,6 +180,10 @@ func appendValue(b array.Builder, v any) error {
 		case float32:
 			bb.Append(x)
 		case float64:
+			// a finite double beyond float32's range would become ±Inf
+			if f := float32(x); !math.IsInf(x, 0) && math.IsInf(float64(f), 0) {
+				return mismatch(b, v)
+			}
 			bb.Append(float32(x))
 		default:
 			return mismatch(b, v)
@@ -277,6 +282,8 @@ func appendValue(b array.Builder, v any) error {
 
 func asInt(v any) (int64, bool) { return normalize.IntValue(v) }
 
+// mismatch: v is not of the column's type, or out of its range (a value is
+// never silently truncated to fit).
 func mismatch(b array.Builder, v any) error {
 	return fmt.Errorf("value %v (%T) does not fit column type %s", v, v, b.Type())
 }
