@@ -193,6 +193,23 @@ func TestSecurePipes(t *testing.T) {
 		body := httpGet(t, "http://"+saslListen+path)
 		outputs = append(outputs, body)
 	}
+	// replay --topics over SASL_SSL with the run config's connection settings and registry
+	replayDir := filepath.Join(filepath.Dir(saslSink.ConfigPath), "replayed")
+	out, code := runClean(t, 2*time.Minute, "replay", "--config", saslSink.ConfigPath, "--topics", topic, "--table", replayDir,
+		"--quarantine-file", filepath.Join(filepath.Dir(replayDir), "replay-quarantine.jsonl"), "--quiet")
+	outputs = append(outputs, out)
+	if code != 0 {
+		t.Fatalf("replay over SASL_SSL: exit %d\n%s", code, tailLines(out, 20))
+	}
+	if vout, code := verify(source, replayDir); code != 0 {
+		t.Errorf("replayed table != %s:\n%s", source, vout)
+	}
+	// the quarantine topic read back over SASL_SSL with the same config
+	out, code = runClean(t, time.Minute, "quarantine", "list", "--config", saslSink.ConfigPath)
+	outputs = append(outputs, out)
+	if code != 0 || !strings.Contains(out, topic) || !strings.Contains(out, "malformed") {
+		t.Errorf("quarantine list --config over SASL_SSL: exit %d, want the poison record of %s:\n%s", code, topic, tailLines(out, 20))
+	}
 	// A Go runtime crash dump (SIGQUIT: every goroutine's stack, as a panic prints it).
 	_ = mtlsSink.cmd.Process.Signal(syscall.SIGQUIT)
 	<-mtlsSink.exited
@@ -239,7 +256,7 @@ func TestSecurePipes(t *testing.T) {
 			cfg := filepath.Join(dir, "sink.yaml")
 			writeSecureConfig(t, cfg, fmt.Sprintf("sec-bad-%d-%s", i, id), topic, filepath.Join(dir, "table"), "", c)
 			t1 := time.Now()
-			out, code := runSink(t, cfg, 90*time.Second)
+			out, code := runClean(t, 90*time.Second, "run", "--config", cfg)
 			outputs = append(outputs, out)
 			if code == 0 {
 				t.Fatalf("run exited 0; want a refusal:\n%s", tailLines(out, 20))
@@ -306,20 +323,22 @@ func httpGet(t *testing.T, url string) string {
 	return string(b)
 }
 
-// runSink runs `cdc-sink run --config cfg` until it exits (a refusal) or the timeout (a failure).
-func runSink(t *testing.T, cfg string, timeout time.Duration) (string, int) {
+// runClean runs the cdc-sink CLI until it exits, without the CDC_SINK_* variables env.sh
+// exported (they would override the config file's keys); still running after timeout fails the
+// test (a refused connection must stop run).
+func runClean(t *testing.T, timeout time.Duration, args ...string) (string, int) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binPath, "run", "--config", cfg)
-	for _, e := range os.Environ() { // the file rules (see sinkProc.Start)
+	cmd := exec.CommandContext(ctx, binPath, args...)
+	for _, e := range os.Environ() {
 		if !strings.HasPrefix(e, "CDC_SINK_") {
 			cmd.Env = append(cmd.Env, e)
 		}
 	}
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
-		t.Fatalf("still running after %s (a refused connection must stop it):\n%s", timeout, tailLines(string(out), 20))
+		t.Fatalf("%s still running after %s:\n%s", args[0], timeout, tailLines(string(out), 20))
 	}
 	var ee *exec.ExitError
 	if err != nil && !errors.As(err, &ee) {
