@@ -6,13 +6,17 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"math/big"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cdcsink/cdc-sink/source"
 )
 
 func TestCheckClientCert(t *testing.T) {
@@ -65,6 +69,40 @@ func TestCheckClientCert(t *testing.T) {
 				t.Fatalf("refused: %v", err)
 			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "ssl.certificate.location")):
 				t.Fatalf("got %v, want an error naming ssl.certificate.location with %q", err, c.want)
+			}
+		})
+	}
+}
+
+// /readyz names the authentication or TLS failure that keeps the brokers down.
+func TestReadyzKafkaAuthError(t *testing.T) {
+	now := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC)
+	cases := []struct {
+		name   string
+		st     source.BrokerStatus
+		code   int
+		errMsg string // kafkaError; "" = absent
+	}{
+		{"up", source.BrokerStatus{Up: true, Since: now.Add(-time.Hour)}, 200, ""},
+		{"down for another reason", source.BrokerStatus{Since: now.Add(-time.Minute)}, 503, ""},
+		{"refused, long enough", source.BrokerStatus{Since: now.Add(-time.Minute), AuthErr: "kafka: broker refused … sasl_ssl://b:9094/bootstrap"}, 503, "sasl_ssl://b:9094/bootstrap"},
+		{"refused, not yet unreachable_after", source.BrokerStatus{Since: now.Add(-time.Second), AuthErr: "x"}, 200, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := newMetrics("s")
+			m.now = func() time.Time { return now }
+			m.setReady(true)
+			m.setBrokers(func() source.BrokerStatus { return c.st }, 15*time.Second)
+			rec := httptest.NewRecorder()
+			m.handler().ServeHTTP(rec, httptest.NewRequest("GET", "/readyz", nil))
+			var body map[string]any
+			if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := body["kafkaError"].(string)
+			if rec.Code != c.code || (c.errMsg == "") != (got == "") || !strings.Contains(got, c.errMsg) {
+				t.Errorf("HTTP %d %v, want %d with kafkaError %q", rec.Code, body, c.code, c.errMsg)
 			}
 		})
 	}
