@@ -3,6 +3,7 @@ package envelope
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cdcsink/cdc-sink/internal/redact"
 	"github.com/cdcsink/cdc-sink/quarantine"
 	"github.com/riferrei/srclient"
 )
@@ -48,7 +50,8 @@ func WithTimeout(d time.Duration) SROption { return func(c *srConfig) { c.timeou
 func WithHTTPClient(h *http.Client) SROption { return func(c *srConfig) { c.client = h } }
 
 type srRegistry struct {
-	c *srclient.SchemaRegistryClient
+	c   *srclient.SchemaRegistryClient
+	url string // for errors, credentials redacted
 }
 
 // NewSRClientRegistry returns a Registry backed by github.com/riferrei/srclient
@@ -77,7 +80,7 @@ func NewSRClientRegistry(url string, opts ...SROption) Registry {
 		c.SetCredentials(cfg.user, cfg.pass)
 	}
 	c.CodecCreationEnabled(false)
-	return &srRegistry{c: c}
+	return &srRegistry{c: c, url: redact.String(strings.TrimRight(url, "/"))}
 }
 
 func (r *srRegistry) Schema(ctx context.Context, id int) (string, error) {
@@ -93,19 +96,102 @@ func (r *srRegistry) Schema(ctx context.Context, id int) (string, error) {
 	var res result
 	select {
 	case <-ctx.Done():
-		return "", quarantine.Transient(fmt.Errorf("schema registry: schema id %d: %w", id, ctx.Err()))
+		return "", quarantine.Transient(fmt.Errorf("schema registry %s: schema id %d: %w", r.url, id, ctx.Err()))
 	case res = <-ch:
 	}
 	if res.err != nil {
 		if isNotFound(res.err) {
-			return "", quarantine.Wrap(quarantine.UnknownSchemaID, res.err, "schema id %d not found in registry", id)
+			return "", quarantine.Wrap(quarantine.UnknownSchemaID, res.err, "schema id %d not found in registry %s", id, r.url)
 		}
-		return "", quarantine.Transient(fmt.Errorf("schema registry: schema id %d: %w", id, res.err))
+		if ae := r.accessError(res.err); ae != nil {
+			// still retried (the pipeline's budget): credentials may be rotating
+			return "", quarantine.Transient(fmt.Errorf("schema id %d: %w", id, ae))
+		}
+		return "", quarantine.Transient(fmt.Errorf("schema registry %s: schema id %d: %w", r.url, id, res.err))
 	}
 	if t := res.s.SchemaType(); t != nil && *t != "" && *t != srclient.Avro {
 		return "", quarantine.Errorf(quarantine.MalformedAvro, "schema id %d is %s, not AVRO", id, *t)
 	}
 	return res.s.Schema(), nil
+}
+
+// RegistryAccessError is the registry refusing this client: a 401/403
+// answer (wrong or missing username/password) or a TLS failure (a server
+// certificate the configured CA does not trust, an expired one, a name
+// mismatch). It names the registry URL, never the password.
+type RegistryAccessError struct {
+	URL    string
+	Reason string // "unauthorized (401; ...)", "TLS: ..."
+	Err    error
+}
+
+func (e *RegistryAccessError) Error() string {
+	return fmt.Sprintf("schema registry %s refused access: %s: %v", e.URL, e.Reason, e.Err)
+}
+
+func (e *RegistryAccessError) Unwrap() error { return e.Err }
+
+// accessError classifies err as a *RegistryAccessError, or returns nil.
+func (r *srRegistry) accessError(err error) *RegistryAccessError {
+	code := 0
+	var se srclient.Error
+	if errors.As(err, &se) {
+		code = se.Code
+		if code >= 1000 { // Confluent's error_code is status*100+n
+			code /= 100
+		}
+	} else if strings.HasPrefix(err.Error(), "401 ") {
+		code = http.StatusUnauthorized
+	} else if strings.HasPrefix(err.Error(), "403 ") {
+		code = http.StatusForbidden
+	}
+	switch code {
+	case http.StatusUnauthorized:
+		return &RegistryAccessError{URL: r.url, Reason: "unauthorized (401; check registry.username and registry.password)", Err: err}
+	case http.StatusForbidden:
+		return &RegistryAccessError{URL: r.url, Reason: "forbidden (403; the registry user may not read schemas)", Err: err}
+	}
+	var cv *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var ci x509.CertificateInvalidError
+	var he x509.HostnameError
+	var ra tls.AlertError
+	switch {
+	case errors.As(err, &cv), errors.As(err, &ua), errors.As(err, &ci), errors.As(err, &he):
+		return &RegistryAccessError{URL: r.url, Reason: "TLS: server certificate not accepted (check registry.ca_file)", Err: err}
+	case errors.As(err, &ra):
+		return &RegistryAccessError{URL: r.url, Reason: "TLS: the server refused the handshake", Err: err}
+	}
+	return nil
+}
+
+// Check asks the registry for its subject list once: a wrong password or an
+// untrusted certificate is then reported at start (a *RegistryAccessError)
+// rather than at the first Avro record. Other failures (unreachable) are
+// returned as they are; callers may carry on, as records are retried.
+func (r *srRegistry) Check(ctx context.Context) error {
+	ch := make(chan error, 1)
+	go func() {
+		_, err := r.c.GetSubjects()
+		ch <- err
+	}()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("schema registry %s: %w", r.url, ctx.Err())
+	case err := <-ch:
+		if err == nil {
+			return nil
+		}
+		if ae := r.accessError(err); ae != nil {
+			return ae
+		}
+		return fmt.Errorf("schema registry %s: %w", r.url, err)
+	}
+}
+
+// Checker is a Registry that can test its access up front (NewSRClientRegistry's).
+type Checker interface {
+	Check(ctx context.Context) error
 }
 
 func isNotFound(err error) bool {

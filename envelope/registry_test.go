@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -131,5 +132,82 @@ func TestSRClientRegistryTLS(t *testing.T) {
 	noCA := NewSRClientRegistry(srv.URL+"/apis/ccompat/v7", WithBasicAuth("sink", "s3cret"))
 	if _, err := noCA.Schema(context.Background(), 1); !quarantine.IsTransient(err) {
 		t.Errorf("no CA: %v", err)
+	}
+}
+
+// TestSRClientRegistryAccessErrors: a registry refusing the client (credentials, certificate)
+// is a *RegistryAccessError naming the URL, from Check at start and from Schema (still
+// transient there: credentials may be rotating); the password never appears.
+func TestSRClientRegistryAccessErrors(t *testing.T) {
+	auth := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "sink" || p != "s3cret" {
+			w.WriteHeader(http.StatusUnauthorized)
+			w.Write([]byte(`{"error_code":401,"message":"Unauthorized"}`))
+			return
+		}
+		if strings.HasSuffix(r.URL.Path, "/subjects") {
+			w.Write([]byte(`[]`))
+			return
+		}
+		json.NewEncoder(w).Encode(map[string]any{"schema": keyAvsc})
+	})
+	srv := httptest.NewTLSServer(auth)
+	t.Cleanup(srv.Close)
+	bare401 := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "401 Unauthorized", http.StatusUnauthorized) // a proxy's text answer
+	}))
+	t.Cleanup(bare401.Close)
+	forbidden := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusForbidden)
+		w.Write([]byte(`{"error_code":40301,"message":"forbidden"}`))
+	}))
+	t.Cleanup(forbidden.Close)
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	trusted := WithTLSConfig(&tls.Config{RootCAs: pool})
+	cases := []struct {
+		name, url string
+		opts      []SROption
+		want      string // in the access error; "" = no error at all
+	}{
+		{"good", srv.URL, []SROption{WithBasicAuth("sink", "s3cret"), trusted}, ""},
+		{"wrong password", srv.URL, []SROption{WithBasicAuth("sink", "wrong-pw"), trusted}, "unauthorized (401"},
+		{"untrusted certificate", srv.URL, []SROption{WithBasicAuth("sink", "s3cret")}, "TLS: server certificate not accepted"},
+		{"401 without a JSON body", bare401.URL, []SROption{WithBasicAuth("sink", "s3cret")}, "unauthorized (401"},
+		{"403", forbidden.URL, []SROption{WithBasicAuth("sink", "s3cret")}, "forbidden (403"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			url := c.url + "/apis/ccompat/v7"
+			reg := NewSRClientRegistry(url, c.opts...)
+			cerr := reg.(Checker).Check(context.Background())
+			_, serr := reg.Schema(context.Background(), 1)
+			if c.want == "" {
+				if cerr != nil || serr != nil {
+					t.Fatalf("Check: %v, Schema: %v", cerr, serr)
+				}
+				return
+			}
+			for _, e := range []error{cerr, serr} {
+				var ae *RegistryAccessError
+				if !errors.As(e, &ae) || !strings.Contains(e.Error(), c.want) || !strings.Contains(e.Error(), url) {
+					t.Errorf("got %v, want a RegistryAccessError with %q naming %s", e, c.want, url)
+				}
+				if e != nil && (strings.Contains(e.Error(), "wrong-pw") || strings.Contains(e.Error(), "s3cret")) {
+					t.Errorf("the error holds the password: %v", e)
+				}
+			}
+			if !quarantine.IsTransient(serr) {
+				t.Errorf("Schema: %v, want transient (the pipeline retries it within its budget)", serr)
+			}
+		})
+	}
+	// unreachable: an error, but not an access error (run only logs it)
+	closed := httptest.NewServer(http.NotFoundHandler())
+	url := closed.URL
+	closed.Close()
+	var ae *RegistryAccessError
+	if err := NewSRClientRegistry(url).(Checker).Check(context.Background()); err == nil || errors.As(err, &ae) {
+		t.Errorf("unreachable: %v", err)
 	}
 }

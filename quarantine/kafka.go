@@ -69,6 +69,10 @@ type KafkaWriter struct {
 
 	mu    sync.Mutex
 	fatal error
+	// lastErr is the last client error event (librdkafka's text names the broker, e.g.
+	// "sasl_ssl://host:port/bootstrap: SASL authentication error: ..."): a delivery that
+	// timed out says why through it.
+	lastErr string
 }
 
 // NewKafkaWriter creates the producer. It does not contact the broker; the first Write does.
@@ -131,6 +135,9 @@ func (w *KafkaWriter) drain(logCh chan kafka.LogEvent) {
 				} else {
 					w.log.Warn("quarantine producer error (retrying)", "err", e)
 				}
+				w.mu.Lock()
+				w.lastErr = e.String()
+				w.mu.Unlock()
 			}
 		case l := <-logCh:
 			w.log.Debug(l.Message, "librdkafka", l.Tag)
@@ -138,6 +145,16 @@ func (w *KafkaWriter) drain(logCh chan kafka.LogEvent) {
 			return
 		}
 	}
+}
+
+// brokerHint is " (last broker error: ...)" when the producer saw one.
+func (w *KafkaWriter) brokerHint() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.lastErr == "" {
+		return ""
+	}
+	return " (last broker error: " + w.lastErr + ")"
 }
 
 func (w *KafkaWriter) fatalErr() error {
@@ -210,16 +227,19 @@ func (w *KafkaWriter) Write(ctx context.Context, entries []Entry) error {
 				first = m.TopicPartition.Error
 			}
 		case <-ctx.Done():
-			return Transient(fmt.Errorf("quarantine: waiting for acknowledgements: %w", ctx.Err()))
+			return Transient(fmt.Errorf("quarantine: waiting for acknowledgements from %s%s: %w", w.topic, w.brokerHint(), ctx.Err()))
 		}
 	}
 	if first != nil {
 		var ke kafka.Error
 		if errors.As(first, &ke) && ke.IsFatal() {
-			return fmt.Errorf("quarantine: delivery to %s failed: %w", w.topic, first)
+			return fmt.Errorf("quarantine: delivery to %s failed%s: %w", w.topic, w.brokerHint(), first)
 		}
-		return Transient(fmt.Errorf("quarantine: delivery to %s failed: %w", w.topic, first))
+		return Transient(fmt.Errorf("quarantine: delivery to %s failed%s: %w", w.topic, w.brokerHint(), first))
 	}
+	w.mu.Lock()
+	w.lastErr = "" // delivered: an earlier error says nothing about a later failure
+	w.mu.Unlock()
 	return nil
 }
 

@@ -135,6 +135,9 @@ type Consumer struct {
 type BrokerStatus struct {
 	Up    bool
 	Since time.Time
+	// AuthErr is the last authentication or TLS failure while down (AuthError's text, naming
+	// the endpoint); empty when up or down for another reason.
+	AuthErr string
 }
 
 // brokerState follows broker connectivity. librdkafka reconnects on its own
@@ -145,6 +148,7 @@ type BrokerStatus struct {
 type brokerState struct {
 	mu sync.Mutex
 	BrokerStatus
+	everUp bool
 }
 
 func (b *brokerState) set(up bool, now time.Time) {
@@ -152,7 +156,28 @@ func (b *brokerState) set(up bool, now time.Time) {
 	if b.Since.IsZero() || b.Up != up {
 		b.Up, b.Since = up, now
 	}
+	if up {
+		b.AuthErr = ""
+	}
 	b.mu.Unlock()
+}
+
+// connected records a real connection (not the optimistic start value).
+func (b *brokerState) connected(now time.Time) {
+	b.set(true, now)
+	b.mu.Lock()
+	b.everUp = true
+	b.mu.Unlock()
+}
+
+// authFailed records an authentication or TLS failure and reports whether
+// any broker connection was ever up.
+func (b *brokerState) authFailed(err *AuthError, now time.Time) (everUp bool) {
+	b.set(false, now)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.AuthErr = err.Error()
+	return b.everUp
 }
 
 // statsInterval is librdkafka's statistics.interval.ms unless the
@@ -185,7 +210,11 @@ func (c *Consumer) onStats(js string, now time.Time) {
 	for _, b := range st.Brokers {
 		up = up || b.State == "UP"
 	}
-	c.brokers.set(up, now)
+	if up {
+		c.brokers.connected(now)
+	} else {
+		c.brokers.set(false, now)
+	}
 }
 
 // NewConsumer creates the consumer and subscribes it. h may be nil (every partition then starts
@@ -269,6 +298,13 @@ func NewConsumer(cfg ConsumerConfig, h RebalanceHandler) (*Consumer, error) {
 	}
 	return c, nil
 }
+
+// librdkafka's local error codes isAuthFailure looks at.
+const (
+	codeAuthentication = int(kafka.ErrAuthentication)
+	codeSSL            = int(kafka.ErrSsl)
+	codeTransport      = int(kafka.ErrTransport)
+)
 
 func orDefault(s, d string) string {
 	if s == "" {
@@ -485,17 +521,28 @@ func (c *Consumer) Poll(ctx context.Context, maxRecords int, maxWait time.Durati
 			if c.accept(rec) {
 				out = append(out, rec)
 			}
-			c.brokers.set(true, time.Now())
+			c.brokers.connected(time.Now())
 		case *kafka.Stats:
 			c.onStats(e.String(), time.Now())
 		case kafka.Error:
 			if e.IsFatal() {
 				return nil, fmt.Errorf("source: fatal consumer error: %w", e)
 			}
-			if e.Code() == kafka.ErrAllBrokersDown {
-				c.brokers.set(false, time.Now())
+			if isAuthFailure(int(e.Code()), e.String()) {
+				ae := &AuthError{Detail: e.String()}
+				if !c.brokers.authFailed(ae, time.Now()) {
+					// never connected: a configuration error, not an outage
+					return nil, ae
+				}
+				// connected before: credentials or certificates may be rotating; /readyz
+				// fails after kafka.unreachable_after with this error
+				c.log.Error("kafka authentication or TLS failure (retrying)", "err", ae.Error())
+			} else {
+				if e.Code() == kafka.ErrAllBrokersDown {
+					c.brokers.set(false, time.Now())
+				}
+				c.log.Warn("kafka client error (retrying)", "err", e, "code", e.Code().String())
 			}
-			c.log.Warn("kafka client error (retrying)", "err", e, "code", e.Code().String())
 		}
 		if wait == 0 {
 			break

@@ -97,6 +97,18 @@ func (m *metrics) setBrokers(f func() source.BrokerStatus, unreachableAfter time
 	m.mu.Unlock()
 }
 
+// brokerAuthErr is the consumer's last authentication or TLS failure while
+// no broker connection is up ("" otherwise).
+func (m *metrics) brokerAuthErr() string {
+	m.mu.Lock()
+	f := m.brokers
+	m.mu.Unlock()
+	if f == nil {
+		return ""
+	}
+	return f().AuthErr
+}
+
 // brokerDown returns whether a broker connection is up and, when none has
 // been for at least the unreachable-after window, since when.
 func (m *metrics) brokerDown() (up bool, downSince time.Time) {
@@ -344,6 +356,9 @@ func (m *metrics) handler() http.Handler {
 		}
 		if !downSince.IsZero() {
 			body["kafkaUnreachableSince"] = downSince.UTC().Format(time.RFC3339Nano)
+			if e := m.brokerAuthErr(); e != "" {
+				body["kafkaError"] = e
+			}
 		}
 		// Ready once consuming; a sink stuck retrying a failing batch, or cut
 		// off from every broker for kafka.unreachable_after, is not ready (it

@@ -26,7 +26,7 @@ import (
 
 // cmdQuarantine dispatches `cdc-sink quarantine stats|list|show|export|redrive`.
 func cmdQuarantine(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return dispatch(ctx, "quarantine", "<subcommand> (--file PATH | --brokers B --topic T) [filters]", []subcommand{
+	return dispatch(ctx, "quarantine", "<subcommand> (--file PATH | --brokers B --topic T | --config FILE) [filters]", []subcommand{
 		{"stats", "count entries by reason, source topic and hour", quarStats},
 		{"list", "list entries (filters: --reason --source-topic --since --until --offsets)", quarList},
 		{"show", "print one entry decoded (--at ID)", quarShow},
@@ -38,6 +38,8 @@ func cmdQuarantine(ctx context.Context, args []string, stdout, stderr io.Writer)
 // quarSource is where entries come from plus the filter flags.
 type quarSource struct {
 	file, brokers, topic  string
+	config                string
+	cfg                   *Config // loaded from config
 	reasons, sourceTopics multiFlag
 	sinks, offsets        multiFlag
 	since, until          string
@@ -47,6 +49,7 @@ func (q *quarSource) register(fs *flag.FlagSet) {
 	fs.StringVar(&q.file, "file", "", "quarantine file (kcat -J lines with an \"error\" object)")
 	fs.StringVar(&q.brokers, "brokers", "", "Kafka bootstrap servers of the quarantine topic")
 	fs.StringVar(&q.topic, "topic", "", "with --brokers: the quarantine topic (usually <sink>.quarantine); with --file: same as --source-topic")
+	fs.StringVar(&q.config, "config", "", "a run config: its kafka.brokers, kafka.properties (TLS, SASL) and quarantine topic are the defaults of --brokers and --topic (redrive also takes its registry.*)")
 	fs.Var(&q.reasons, "reason", "only these reason classes (repeatable or comma-separated)")
 	fs.Var(&q.sourceTopics, "source-topic", "only records from these source topics (repeatable or comma-separated)")
 	fs.Var(&q.sinks, "sink", "only records quarantined by these sink names")
@@ -160,11 +163,44 @@ func parseWhen(s string, now time.Time) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("%q: want an RFC 3339 time, a date or a duration", s)
 }
 
+// loadConfig reads --config once and fills --brokers and --topic from it
+// when they were not given.
+func (q *quarSource) loadConfig() error {
+	if q.config == "" || q.cfg != nil {
+		return nil
+	}
+	cfg, err := replayConfig(q.config, os.Getenv)
+	if err != nil {
+		return err
+	}
+	q.cfg = cfg
+	if q.file == "" && q.brokers == "" && cfg.Quar.File == "" {
+		q.brokers = strings.Join(cfg.Kafka.Brokers, ",")
+	}
+	if q.file == "" && q.brokers == "" && cfg.Quar.File != "" {
+		q.file = cfg.Quar.File
+	}
+	if q.topic == "" && q.brokers != "" {
+		q.topic = cfg.Quar.Topic
+		if q.topic == "" {
+			q.topic = cfg.Sink + ".quarantine"
+		}
+	}
+	return nil
+}
+
 // read returns the matching entries.
 func (q *quarSource) read(ctx context.Context, stderr io.Writer) ([]quarantine.Entry, error) {
 	f, err := q.filter(time.Now())
 	if err != nil {
 		return nil, &exitError{code: 2, msg: err.Error()}
+	}
+	if err := q.loadConfig(); err != nil {
+		return nil, err
+	}
+	var props map[string]string
+	if q.cfg != nil {
+		props = q.cfg.Kafka.Properties
 	}
 	switch {
 	case q.file != "" && q.brokers != "":
@@ -176,7 +212,7 @@ func (q *quarSource) read(ctx context.Context, stderr io.Writer) ([]quarantine.E
 			return nil, &exitError{code: 2, msg: "--brokers needs --topic (the quarantine topic, usually <sink>.quarantine)"}
 		}
 		logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		return quarantine.ReadKafka(ctx, quarantine.KafkaConfig{Brokers: strings.Split(q.brokers, ","), Topic: q.topic, Logger: logger}, f)
+		return quarantine.ReadKafka(ctx, quarantine.KafkaConfig{Brokers: strings.Split(q.brokers, ","), Topic: q.topic, Extra: props, Logger: logger}, f)
 	}
 	return nil, &exitError{code: 2, msg: "give --file PATH or --brokers B --topic T"}
 }
@@ -494,6 +530,10 @@ func quarRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var reg envelope.Registry
 	if *registry != "" {
 		reg = newRegistry(*registry)
+	} else if q.cfg != nil && q.cfg.Reg.URL != "" {
+		if reg, err = openRegistry(q.cfg.Reg); err != nil {
+			return err
+		}
 	}
 	rep, err := audit.Redrive(ctx, es, audit.RedriveConfig{
 		Table: *table, Storage: storageOpts, Sink: *sink, Requarantine: fw, KeyColumns: kc, Registry: reg,

@@ -43,7 +43,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	onDrop := fs.String("on-drop-column", string(merge.DropKeep), "keep | drop: what happens to a table column the source dropped")
 	widening := fs.String("widening", string(merge.WidenRewrite), "rewrite | type_widening | off: how a column whose source type widened is followed (docs/types.md)")
 	rulesFile := fs.String("rules", "", "YAML file with data-quality rules (a rules: list, e.g. the run config; docs/rules.md)")
-	configFile := fs.String("config", "", "a run config file: replay routes topics to tables and history tables (tables.*, history.*), and takes its rules:, storage.*, schema.* and merge.truncate, as run does; --table, when given, still takes every topic")
+	configFile := fs.String("config", "", "a run config file: replay routes topics to tables and history tables (tables.*, history.*), and takes its rules:, storage.*, schema.*, merge.truncate, kafka.brokers, kafka.properties (TLS, SASL) and registry.*, as run does; --table, when given, still takes every topic")
 	histTable := fs.String("history-table", "", "also append every accepted change to this history table (docs/history.md)")
 	fromHistory := fs.String("from-history", "", "rebuild --table from this history table instead of reading records")
 	until := fs.String("until", "", "with --from-history: only changes committed at the source at or before this RFC 3339 time")
@@ -149,6 +149,20 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		h := *histTable
 		setup.History = func(topic string) (string, bool) { return h, !isControlTopic(topic) }
 	}
+	// A run config brings its secure connection settings (TLS, SASL, registry
+	// credentials) for --topics and the registry; flags still win.
+	var kafkaProps map[string]string
+	if cfg != nil {
+		kafkaProps = cfg.Kafka.Properties
+		if !set["brokers"] && len(cfg.Kafka.Brokers) > 0 {
+			*brokers = strings.Join(cfg.Kafka.Brokers, ",")
+		}
+		if *registry == "" && cfg.Reg.URL != "" {
+			if setup.Registry, err = openRegistry(cfg.Reg); err != nil {
+				return err
+			}
+		}
+	}
 	if *registry != "" {
 		setup.Registry = newRegistry(*registry)
 	}
@@ -185,7 +199,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			}
 		}
 	} else {
-		if err := replayKafka(ctx, r, prog, ts, logger, setup.Route, *sink, *brokers, splitList(topics), *starting); err != nil {
+		if err := replayKafka(ctx, r, prog, ts, logger, setup.Route, *sink, *brokers, kafkaProps, splitList(topics), *starting); err != nil {
 			return err
 		}
 	}
@@ -250,7 +264,7 @@ var errNoQuarantine = errors.New("no quarantine destination")
 
 // replayKafka consumes topics from the starting point up to the end offsets
 // captured now, with a group of its own, then stops.
-func replayKafka(ctx context.Context, r *pipeline.Runner, prog *progress, ts *tableSet, logger *slog.Logger, route func(string) (string, bool), sink, brokers string, topics []string, starting string) error {
+func replayKafka(ctx context.Context, r *pipeline.Runner, prog *progress, ts *tableSet, logger *slog.Logger, route func(string) (string, bool), sink, brokers string, props map[string]string, topics []string, starting string) error {
 	if len(topics) == 0 {
 		return errors.New("--topics is empty")
 	}
@@ -299,7 +313,7 @@ func replayKafka(ctx context.Context, r *pipeline.Runner, prog *progress, ts *ta
 	h := &replayHandler{next: next, start: &start}
 	c, err := source.NewConsumer(source.ConsumerConfig{
 		Brokers: strings.Split(brokers, ","), GroupID: sink + ".replay." + strconv.FormatInt(time.Now().UnixNano(), 36),
-		Topics: topics, AutoOffsetReset: "earliest", Logger: logger,
+		Topics: topics, AutoOffsetReset: "earliest", Logger: logger, Extra: props,
 	}, h)
 	if err != nil {
 		return err

@@ -4,12 +4,14 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cdcsink/cdc-sink/envelope"
@@ -86,6 +88,9 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 			h.OnListen(addr)
 		}
 	}
+	if err := checkClientCert(cfg.Kafka.Properties, cfg.Kafka.Brokers, time.Now()); err != nil {
+		return err
+	}
 	qw := h.Quarantine
 	if qw == nil {
 		var err error
@@ -98,6 +103,9 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 	defer qw.Close()
 	reg, err := openRegistry(cfg.Reg)
 	if err != nil {
+		return err
+	}
+	if err := checkRegistry(ctx, reg, logger); err != nil {
 		return err
 	}
 	tmpl := routeTemplate(cfg.Table.PathTemplate)
@@ -366,6 +374,67 @@ func openRegistry(c RegConf) (envelope.Registry, error) {
 	}
 	opts = append(opts, envelope.WithTimeout(10*time.Second))
 	return envelope.NewSRClientRegistry(c.URL, opts...), nil
+}
+
+// checkClientCert refuses a TLS client certificate (kafka.properties
+// ssl.certificate.location) that is expired or not yet valid: the broker
+// would only answer with a bare "certificate unknown" alert.
+func checkClientCert(props map[string]string, brokers []string, now time.Time) error {
+	path := props["ssl.certificate.location"]
+	if path == "" {
+		return nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("kafka.properties ssl.certificate.location: %w", err)
+	}
+	var blk *pem.Block
+	for { // the first certificate; a key may come before it
+		blk, b = pem.Decode(b)
+		if blk == nil || blk.Type == "CERTIFICATE" {
+			break
+		}
+	}
+	if blk == nil {
+		return fmt.Errorf("kafka.properties ssl.certificate.location %s: no PEM certificate in the file", path)
+	}
+	cert, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		return fmt.Errorf("kafka.properties ssl.certificate.location %s: %w", path, err)
+	}
+	switch {
+	case now.After(cert.NotAfter):
+		return fmt.Errorf("kafka.properties ssl.certificate.location %s: client certificate %q expired at %s (brokers %s would refuse it)",
+			path, cert.Subject.String(), cert.NotAfter.UTC().Format(time.RFC3339), strings.Join(brokers, ","))
+	case now.Before(cert.NotBefore):
+		return fmt.Errorf("kafka.properties ssl.certificate.location %s: client certificate %q is not valid before %s",
+			path, cert.Subject.String(), cert.NotBefore.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// checkRegistry refuses to start with registry credentials or certificates
+// the registry rejects: otherwise that would surface only at the first Avro
+// record, retried until the batch budget runs out. An unreachable registry is
+// only logged: it may come up later, and records wait for it.
+func checkRegistry(ctx context.Context, reg envelope.Registry, logger *slog.Logger) error {
+	c, ok := reg.(envelope.Checker)
+	if !ok {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	err := c.Check(ctx)
+	var ae *envelope.RegistryAccessError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ae):
+		return err
+	default:
+		logger.Warn("schema registry not reachable at start (Avro records wait for it)", "err", err)
+		return nil
+	}
 }
 
 // consumerProps adds cdc-sink's defaults to the configured librdkafka

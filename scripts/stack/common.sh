@@ -11,6 +11,10 @@
 #   CDC_SINK_REGISTRY_PORT    schema registry port (Confluent-compatible API)        (default 8080)
 #   CDC_SINK_STACK_SERVICES   which services stack-up starts                         (default "postgres kafka registry connect")
 #   CDC_SINK_STACK_TIMEOUT    seconds to wait for each service to become ready      (default 180)
+#   CDC_SINK_STACK_TLS        1: also the secure endpoints below (tls.sh), 0: plaintext only (default 1)
+#   CDC_SINK_KAFKA_SASL_PORT  Kafka SASL_SSL (SCRAM-SHA-512) listener port          (default 9094)
+#   CDC_SINK_KAFKA_SSL_PORT   Kafka SSL listener requiring client certificates      (default 9095)
+#   CDC_SINK_REGISTRY_TLS_PORT  registry over HTTPS with basic auth (proxy)         (default 8443)
 #   CDC_SINK_REGISTRY_IMPL    apicurio (Apicurio Registry 2.4.2 built from Central jars) or mini
 #                             (scripts/stack/mini_registry.py, stdlib Python)        (default apicurio)
 #   JAVA                      java binary (default: java on PATH; needs Java 17+)
@@ -29,12 +33,19 @@ REGISTRY_PORT=${CDC_SINK_REGISTRY_PORT:-8080}
 STACK_SERVICES=${CDC_SINK_STACK_SERVICES:-postgres kafka registry connect}
 STACK_TIMEOUT=${CDC_SINK_STACK_TIMEOUT:-180}
 REGISTRY_IMPL=${CDC_SINK_REGISTRY_IMPL:-apicurio}
+STACK_TLS=${CDC_SINK_STACK_TLS:-1}
+KAFKA_SASL_PORT=${CDC_SINK_KAFKA_SASL_PORT:-9094}
+KAFKA_SSL_PORT=${CDC_SINK_KAFKA_SSL_PORT:-9095}
+REGISTRY_TLS_PORT=${CDC_SINK_REGISTRY_TLS_PORT:-8443}
 JAVA=${JAVA:-java}
 
 KAFKA_BOOTSTRAP=127.0.0.1:$KAFKA_PORT
 CONNECT_URL=http://127.0.0.1:$CONNECT_PORT
 REGISTRY_URL=http://127.0.0.1:$REGISTRY_PORT
 CCOMPAT_URL=$REGISTRY_URL/apis/ccompat/v7
+KAFKA_SASL_BOOTSTRAP=127.0.0.1:$KAFKA_SASL_PORT
+KAFKA_SSL_BOOTSTRAP=127.0.0.1:$KAFKA_SSL_PORT
+REGISTRY_TLS_URL=https://127.0.0.1:$REGISTRY_TLS_PORT
 
 # Database created by stack-up (sample schema from compose/sql/init.sql).
 PG_DB=loja
@@ -130,3 +141,6 @@ pg_data_dir() {
 }
 
 java_cp() { printf '%s/*' "$1"; }
+
+# shellcheck source=tls.sh
+source "$STACK_SCRIPTS/tls.sh"

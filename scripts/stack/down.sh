@@ -8,6 +8,7 @@ source "$(dirname "$0")/common.sh"
 [ -d "$STACK_DIR" ] || { log "nothing to stop ($STACK_DIR does not exist)"; exit 0; }
 
 stop_pidfile connect "$RUN/connect.pid"
+stop_pidfile registry-tls "$RUN/registry-tls.pid"
 stop_pidfile registry "$RUN/registry.pid"
 stop_pidfile kafka "$RUN/kafka.pid"
 
@@ -21,7 +22,7 @@ rm -f "$RUN/postgres.pid"
 
 if [ "${WIPE:-0}" = 1 ]; then
   log "wiping $STACK_DIR (data, logs, configs)"
-  rm -rf "$STACK_DIR/kafka" "$STACK_DIR/connect" "$STACK_DIR/registry" "$STACK_DIR/logs" "$STACK_DIR/run" "$data" \
+  rm -rf "$STACK_DIR/kafka" "$STACK_DIR/connect" "$STACK_DIR/registry" "$STACK_DIR/tls" "$STACK_DIR/logs" "$STACK_DIR/run" "$data" \
     "$(dirname "$data")/pg-socket"
   case $data in /var/tmp/cdc-sink-stack-*) rm -rf "$(dirname "$data")" ;; esac
   rmdir "$STACK_DIR" 2>/dev/null || true

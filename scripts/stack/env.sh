@@ -13,3 +13,16 @@ export CDC_SINK_STACK_SCRIPTS='$STACK_SCRIPTS'
 export CDC_SINK_STACK_DIR='$STACK_DIR'
 export CDC_SINK_PYTHON='$STACK_ROOT/.venv/bin/python'
 EOF2
+# secure endpoints (tls.sh): file paths, never the passwords themselves
+if tls_enabled; then
+cat <<EOF2
+export CDC_SINK_KAFKA_SASL_BROKERS='$KAFKA_SASL_BOOTSTRAP'
+export CDC_SINK_KAFKA_SSL_BROKERS='$KAFKA_SSL_BOOTSTRAP'
+export CDC_SINK_KAFKA_SASL_USER='$SCRAM_USER'
+export CDC_SINK_KAFKA_SASL_PASSWORD_FILE='$TLS_DIR/scram.password'
+export CDC_SINK_REGISTRY_TLS_URL='$REGISTRY_TLS_URL/apis/ccompat/v7'
+export CDC_SINK_REGISTRY_TLS_USER='$REGISTRY_TLS_USER'
+export CDC_SINK_REGISTRY_TLS_PASSWORD_FILE='$TLS_DIR/registry.password'
+export CDC_SINK_TLS_DIR='$TLS_DIR'
+EOF2
+fi
