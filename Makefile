@@ -159,6 +159,10 @@ azurite: ## Azurite, the Azure Storage emulator, from npm into .cache/azurite (A
 docker: ## docker build -t cdc-sink . (needs a Docker engine)
 	docker build --build-arg VERSION=$(VERSION) -t cdc-sink:$(VERSION) -t cdc-sink:latest .
 
+.PHONY: docker-pins
+docker-pins: ## print the base images' current digests; fails when the Dockerfile's pins are stale (needs a registry)
+	scripts/docker-pins.sh --check
+
 .PHONY: clean
 clean: ## remove build outputs (not the stack: make stack-down WIPE=1)
 	rm -f cdc-sink
