@@ -164,7 +164,12 @@ func TestSoak(t *testing.T) {
 		t0 := time.Now()
 		target := map[string]int64{}
 		for _, p := range f.pipes {
-			target[p.Mode] = highWater(p.Topic)
+			// a broker just thawed or restarted may not answer the probe's 5 s query: the
+			// target is the topic end once it answers (-1 made the wait below trivially true)
+			waitFor(t, fmt.Sprintf("round %d (%s): the end offset of %s", round, kind, p.Topic), 2*time.Minute, func() bool {
+				target[p.Mode] = highWater(p.Topic)
+				return target[p.Mode] >= 0
+			}, f.diag)
 		}
 		for _, p := range f.pipes {
 			p := p
