@@ -37,7 +37,12 @@ func metaFields(keyStruct *schema.StructType) []*schema.StructField {
 var fixed = []string{layout.ColOp, layout.HistOutcome, layout.HistBefore, layout.HistAfter}
 
 // historySchema is the Delta schema of a history table with the given key
-// columns and image struct (the business columns after privacy).
+// columns and image struct (the business columns after privacy). An image
+// with no columns yet (the table starts with a Kafka tombstone, or with
+// columns known only as null) leaves the before/after structs out: Parquet
+// has no empty group, so no file could hold them. The first change with a
+// typed column adds both (withImages), and files written before read them
+// as null, as Delta reads any column a file lacks.
 func historySchema(keyNames []string, keyTypes []schema.DataType, image *schema.StructType) (*schema.StructType, error) {
 	st := &schema.StructType{}
 	keyStruct := &schema.StructType{}
@@ -51,11 +56,32 @@ func historySchema(keyNames []string, keyTypes []schema.DataType, image *schema.
 	st.Fields = append(st.Fields,
 		schema.NewField(layout.ColOp, schema.String, false),
 		schema.NewField(layout.HistOutcome, schema.String, false),
-		schema.NewField(layout.HistBefore, image, true),
-		schema.NewField(layout.HistAfter, image, true),
 	)
 	st.Fields = append(st.Fields, metaFields(keyStruct)...)
-	return st, nil
+	return withImages(st, image), nil
+}
+
+// withImages is sch with the before/after image structs of type image,
+// placed after _cdc_outcome (their place in every history table), when sch
+// lacks them and image has columns; else sch itself.
+func withImages(sch *schema.StructType, image *schema.StructType) *schema.StructType {
+	if len(image.Fields) == 0 {
+		return sch
+	}
+	if f, _ := sch.Field(layout.HistAfter); f != nil {
+		return sch
+	}
+	at := len(sch.Fields)
+	for i, f := range sch.Fields {
+		if f.Name == layout.HistOutcome {
+			at = i + 1
+		}
+	}
+	out := &schema.StructType{Fields: make([]*schema.StructField, 0, len(sch.Fields)+2)}
+	out.Fields = append(out.Fields, sch.Fields[:at]...)
+	out.Fields = append(out.Fields, schema.NewField(layout.HistBefore, image, true), schema.NewField(layout.HistAfter, image.Clone(), true))
+	out.Fields = append(out.Fields, sch.Fields[at:]...)
+	return out
 }
 
 // imageStruct is the struct type of the before/after images for changes
@@ -179,16 +205,18 @@ func newLayout(sch *schema.StructType, keyCols []string) (*layoutOf, error) {
 	for i, f := range sch.Fields {
 		l.pos[f.Name] = i
 	}
-	j, ok := l.pos[layout.HistAfter]
-	if !ok {
-		return nil, fmt.Errorf("schema lacks %s: not a cdc-sink history table", layout.HistAfter)
+	if _, ok := l.pos[layout.HistOutcome]; !ok {
+		return nil, fmt.Errorf("schema lacks %s: not a cdc-sink history table", layout.HistOutcome)
 	}
-	img, ok := sch.Fields[j].Type.(*schema.StructType)
-	if !ok {
-		return nil, fmt.Errorf("column %s is not a struct: not a cdc-sink history table", layout.HistAfter)
+	l.image = &schema.StructType{} // no images yet (historySchema)
+	if j, ok := l.pos[layout.HistAfter]; ok {
+		img, isStruct := sch.Fields[j].Type.(*schema.StructType)
+		if !isStruct {
+			return nil, fmt.Errorf("column %s is not a struct: not a cdc-sink history table", layout.HistAfter)
+		}
+		l.image = img
 	}
-	l.image = img
-	for _, f := range img.Fields {
+	for _, f := range l.image.Fields {
 		nt, err := merge.NormalizeType(f.Type)
 		l.imageN = append(l.imageN, typed{nt, err == nil})
 	}
@@ -303,7 +331,11 @@ func unavailableColumns(s *normalize.Schema, row []any, p *tablePrivacy) []any {
 // row is the history row of change c with outcome o.
 func (l *layoutOf) row(c *normalize.Change, o merge.Outcome, m rowMeta, p *tablePrivacy) ([]any, error) {
 	r := make([]any, len(l.sch.Fields))
-	set := func(name string, v any) { r[l.pos[name]] = v }
+	set := func(name string, v any) {
+		if i, ok := l.pos[name]; ok {
+			r[i] = v
+		}
+	}
 	if c.Op != normalize.OpTruncate {
 		key, err := l.keyValues(keySchema(c), c.Key)
 		if err != nil {

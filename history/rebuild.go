@@ -30,6 +30,22 @@ type RebuildStats struct {
 // truncates it ignored stay ignored. Each batch records the offsets of its
 // records, so dst can be carried on from Kafka where the history ends.
 func Rebuild(ctx context.Context, h *History, dst *merge.Table, untilMicros int64) (RebuildStats, error) {
+	return RebuildWith(ctx, h, dst, RebuildOptions{UntilMicros: untilMicros})
+}
+
+// RebuildOptions are the settings of RebuildWith.
+type RebuildOptions struct {
+	UntilMicros int64 // only changes committed at the source at or before this time (0: all)
+	// SCD2, when set, is a new SCD type 2 table built in the same batches
+	// (each written before dst's, as the sink writes them): the way to give
+	// an existing history its SCD2 table, which cannot start beside a
+	// current table that has rows (SCD2.CheckStart).
+	SCD2 *SCD2
+}
+
+// RebuildWith is Rebuild with options.
+func RebuildWith(ctx context.Context, h *History, dst *merge.Table, opts RebuildOptions) (RebuildStats, error) {
+	untilMicros := opts.UntilMicros
 	var st RebuildStats
 	if len(h.Excluded) > 0 || len(h.Hashed) > 0 {
 		return st, fmt.Errorf("%w: %s leaves out %v and hashes %v (history.exclude_columns / hash_columns): a rebuild would not hold the source's values",
@@ -61,7 +77,13 @@ func Rebuild(ctx context.Context, h *History, dst *merge.Table, untilMicros int6
 		if len(cs) == 0 {
 			continue
 		}
-		res, err := dst.Apply(ctx, &merge.Batch{Changes: cs, Offsets: offsets}, func(_ context.Context, batchID int64, rs []merge.Reject) error {
+		b := &merge.Batch{Changes: cs, Offsets: offsets}
+		if opts.SCD2 != nil {
+			b.BeforeCommit = func(ctx context.Context, batchID int64, outcomes []merge.Outcome) error {
+				return opts.SCD2.Write(ctx, dst, Input{BatchID: batchID, Changes: cs, Outcomes: outcomes, Offsets: offsets})
+			}
+		}
+		res, err := dst.Apply(ctx, b, func(_ context.Context, batchID int64, rs []merge.Reject) error {
 			if len(rs) == 0 {
 				return nil
 			}

@@ -89,7 +89,7 @@ func (s *SCD2) CheckStart(cur *merge.Table) error {
 	}
 	if live, _ := cur.LiveRows(); live > 0 { // tombstones have no open version
 		return fmt.Errorf("scd2 table %s does not exist but the current table %s has rows: an SCD2 table starts with its current table "+
-			"(rebuild one with `cdc-sink replay --from-history` into a new table with history.scd2 on)", s.t.Dir(), cur.Dir())
+			"(build one from the history: `cdc-sink replay --from-history HISTORY --table NEW --scd2 NEW_SCD2`, then run on NEW with history.scd2 pointing at NEW_SCD2)", s.t.Dir(), cur.Dir())
 	}
 	return nil
 }

@@ -161,8 +161,8 @@ func tablePurgeHistory(ctx context.Context, args []string, stdout, stderr io.Wri
 	return nil
 }
 
-// replayFromHistory: `cdc-sink replay --from-history URL --table NEW [--until T]`.
-func replayFromHistory(ctx context.Context, from, table, sink, until string, foreign bool, stdout io.Writer) error {
+// replayFromHistory: `cdc-sink replay --from-history URL --table NEW [--scd2 NEW] [--until T]`.
+func replayFromHistory(ctx context.Context, from, table, scd2, sink, until string, foreign bool, stdout io.Writer) error {
 	if err := tableArg("replay", from); err != nil {
 		return err
 	}
@@ -185,12 +185,24 @@ func replayFromHistory(ctx context.Context, from, table, sink, until string, for
 	if t.Version() >= 0 && !foreign {
 		return fmt.Errorf("--table %s exists: a rebuild writes a new table", table)
 	}
-	st, err := history.Rebuild(ctx, h, t, untilUs)
+	opts := history.RebuildOptions{UntilMicros: untilUs}
+	if scd2 != "" {
+		if opts.SCD2, err = history.OpenSCD2(ctx, scd2, history.SCD2Options{Sink: sink, StorageOptions: storageOpts}); err != nil {
+			return err
+		}
+		if opts.SCD2.Table().Version() >= 0 {
+			return fmt.Errorf("--scd2 %s exists: a rebuild writes a new SCD2 table", scd2)
+		}
+	}
+	st, err := history.RebuildWith(ctx, h, t, opts)
 	if err != nil {
 		return err
 	}
 	live, deleted := t.LiveRows()
 	fmt.Fprintf(stdout, "table %s version %d rebuilt from %s: %d history rows in %d batches; %d live rows, %d tombstones\n",
 		table, t.Version(), from, st.Entries, st.Batches, live, deleted)
+	if opts.SCD2 != nil {
+		fmt.Fprintf(stdout, "scd2 table %s version %d built in the same batches\n", scd2, opts.SCD2.Table().Version())
+	}
 	return nil
 }

@@ -47,6 +47,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	histTable := fs.String("history-table", "", "also append every accepted change to this history table (docs/history.md)")
 	fromHistory := fs.String("from-history", "", "rebuild --table from this history table instead of reading records")
 	until := fs.String("until", "", "with --from-history: only changes committed at the source at or before this RFC 3339 time")
+	scd2 := fs.String("scd2", "", "with --from-history: also build this new SCD type 2 table from the history (an existing history's SCD2 table; docs/history.md)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -60,10 +61,18 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if len(files) > 0 || len(topics) > 0 || *histTable != "" {
 			return errors.New("--from-history reads no records: --from-file, --topics and --history-table do not apply")
 		}
-		return replayFromHistory(ctx, *fromHistory, *table, *sink, *until, *foreign, stdout)
+		if *scd2 != "" {
+			if err := tableArg("replay", *scd2); err != nil {
+				return err
+			}
+			if canonLocation(*scd2) == canonLocation(*table) {
+				return errors.New("--scd2 and --table name the same table")
+			}
+		}
+		return replayFromHistory(ctx, *fromHistory, *table, *scd2, *sink, *until, *foreign, stdout)
 	}
-	if *until != "" {
-		return errors.New("--until applies to --from-history only")
+	if *until != "" || *scd2 != "" {
+		return errors.New("--until and --scd2 apply to --from-history only")
 	}
 	if *histTable != "" {
 		if err := tableArg("replay", *histTable); err != nil {
