@@ -169,7 +169,7 @@ type MergeConf struct {
 
 // MaintConf schedules table maintenance from the sidecar.
 type MaintConf struct {
-	OptimizeEvery time.Duration `yaml:"optimize_every" doc:"compact each table this often (0: never)"`
+	OptimizeEvery time.Duration `yaml:"optimize_every" doc:"not built: any value other than 0 is refused (run cdc-sink table optimize on a schedule)"`
 }
 
 func defaultConfig() Config {
@@ -464,6 +464,10 @@ func (c *Config) validate() error {
 	}
 	if _, err := rules.Compile(c.Rules); err != nil {
 		return bad("rules", "%v", err)
+	}
+	if c.Maint.OptimizeEvery != 0 {
+		// parsed but never scheduled: refused rather than silently ignored
+		return bad("maintenance.optimize_every", "scheduled compaction is not built into run: run `cdc-sink table optimize DIR` on a schedule (docs/runbook.md)")
 	}
 	if len(c.Kafka.Brokers) == 0 {
 		return bad("kafka.brokers", "at least one broker is required")

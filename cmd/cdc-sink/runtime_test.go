@@ -850,6 +850,10 @@ func TestLoadConfig(t *testing.T) {
 			eq(t, "instance_id", c.InstanceID, "orders-sink-1")
 		}},
 		{name: "bad instance id", yaml: base + "instance_id: pod/1\n", err: []string{"config key instance_id", `"pod/1"`}},
+		{name: "optimize_every is not built", yaml: base + "maintenance: {optimize_every: 1h}\n", err: []string{"config key maintenance.optimize_every", "cdc-sink table optimize"}},
+		{name: "optimize_every 0", yaml: base + "maintenance: {optimize_every: 0s}\n", check: func(t *testing.T, c *Config) {
+			eq(t, "optimize_every", c.Maint.OptimizeEvery, time.Duration(0))
+		}},
 		{name: "bad broker by flag", yaml: base, args: []string{"--kafka.brokers=a:1,b"}, err: []string{"config key kafka.brokers", `"b"`}},
 		{name: "bad duration in file", yaml: base + "batch:\n  max_interval: 5x\n", err: []string{"config key batch.max_interval", "line 5"}},
 		{name: "bad duration in env", yaml: base, env: env{"CDC_SINK_BATCH_MAX_INTERVAL": "soon"}, err: []string{"config key batch.max_interval", "CDC_SINK_BATCH_MAX_INTERVAL"}},
