@@ -19,7 +19,10 @@ import (
 
 // docQueries returns the DuckDB SQL blocks of docs/history.md (the ones
 // reading delta_scan), in order.
-func docQueries(t *testing.T) []string {
+func docQueries(t *testing.T) []string { return docSQL(t, "delta_scan(") }
+
+// docSQL returns the SQL blocks of docs/history.md that contain marker, in order.
+func docSQL(t *testing.T, marker string) []string {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(deltacheck.RepoRoot(), "docs", "history.md"))
 	if err != nil {
@@ -28,7 +31,7 @@ func docQueries(t *testing.T) []string {
 	var out []string
 	for _, part := range strings.Split(string(b), "```sql\n")[1:] {
 		q, _, _ := strings.Cut(part, "```")
-		if strings.Contains(q, "delta_scan(") {
+		if strings.Contains(q, marker) {
 			out = append(out, q)
 		}
 	}

@@ -3,7 +3,6 @@ package history_test
 import (
 	"bytes"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -16,21 +15,7 @@ import (
 
 // sparkDocQueries returns the Spark SQL blocks of docs/history.md (the ones
 // reading delta.`…`), in order.
-func sparkDocQueries(t *testing.T) []string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(deltacheck.RepoRoot(), "docs", "history.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, part := range strings.Split(string(b), "```sql\n")[1:] {
-		q, _, _ := strings.Cut(part, "```")
-		if strings.Contains(q, "delta.`") {
-			out = append(out, q)
-		}
-	}
-	return out
-}
+func sparkDocQueries(t *testing.T) []string { return docSQL(t, "delta.`") }
 
 // sparkSQL runs the queries in one Spark session (scripts/spark_sql.py):
 // per query, its rows as canonical JSON lines, in the query's order.
