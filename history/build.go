@@ -65,22 +65,34 @@ func historySchema(keyNames []string, keyTypes []schema.DataType, image *schema.
 // placed after _cdc_outcome (their place in every history table), when sch
 // lacks them and image has columns; else sch itself.
 func withImages(sch *schema.StructType, image *schema.StructType) *schema.StructType {
-	if len(image.Fields) == 0 {
+	if f, _ := sch.Field(layout.HistAfter); f != nil || len(image.Fields) == 0 {
 		return sch
 	}
-	if f, _ := sch.Field(layout.HistAfter); f != nil {
-		return sch
-	}
-	at := len(sch.Fields)
-	for i, f := range sch.Fields {
-		if f.Name == layout.HistOutcome {
-			at = i + 1
+	out := &schema.StructType{Fields: append(slices.Clip(sch.Fields), schema.NewField(layout.HistBefore, image, true), schema.NewField(layout.HistAfter, image.Clone(), true))}
+	return imagesInPlace(out)
+}
+
+// imagesInPlace moves the before/after structs that schema evolution
+// appended (a history started without images) back after _cdc_outcome.
+// Without column mapping, Parquet columns are found by name, so the order
+// of the schema's fields is free; this keeps every history table's the same.
+func imagesInPlace(sch *schema.StructType) *schema.StructType {
+	var rest, images []*schema.StructField
+	for _, f := range sch.Fields {
+		if f.Name == layout.HistBefore || f.Name == layout.HistAfter {
+			images = append(images, f)
+		} else {
+			rest = append(rest, f)
 		}
 	}
-	out := &schema.StructType{Fields: make([]*schema.StructField, 0, len(sch.Fields)+2)}
-	out.Fields = append(out.Fields, sch.Fields[:at]...)
-	out.Fields = append(out.Fields, schema.NewField(layout.HistBefore, image, true), schema.NewField(layout.HistAfter, image.Clone(), true))
-	out.Fields = append(out.Fields, sch.Fields[at:]...)
+	at := slices.IndexFunc(rest, func(f *schema.StructField) bool { return f.Name == layout.HistOutcome })
+	if len(images) == 0 || at < 0 {
+		return sch
+	}
+	out := &schema.StructType{Fields: slices.Concat(rest[:at+1], images, rest[at+1:])}
+	if schema.Equal(out, sch) {
+		return sch
+	}
 	return out
 }
 

@@ -499,30 +499,6 @@ func (w *Writer) incoming(out *schema.StructType, s *normalize.Schema) (*schema.
 	return withImages(inc, img), nil // a history started without images gains them
 }
 
-// imagesInPlace moves the before/after structs that schema evolution
-// appended (a history started without images) back after _cdc_outcome.
-// Without column mapping, Parquet columns are found by name, so the order
-// of the schema's fields is free; this keeps every history table's the same.
-func imagesInPlace(sch *schema.StructType) *schema.StructType {
-	var rest, images []*schema.StructField
-	for _, f := range sch.Fields {
-		if f.Name == layout.HistBefore || f.Name == layout.HistAfter {
-			images = append(images, f)
-		} else {
-			rest = append(rest, f)
-		}
-	}
-	at := slices.IndexFunc(rest, func(f *schema.StructField) bool { return f.Name == layout.HistOutcome })
-	if len(images) == 0 || at < 0 {
-		return sch
-	}
-	out := &schema.StructType{Fields: slices.Concat(rest[:at+1], images, rest[at+1:])}
-	if schema.Equal(out, sch) {
-		return sch
-	}
-	return out
-}
-
 // historyType is the type a history field of type have needs for a source
 // column of type src (Delta type in): the common type of the two
 // (normalize.Widen) — have itself when it is the wider — or in, which

@@ -34,7 +34,8 @@ seconds() { # seconds DURATION: 10s, 10m, 1h or a plain number of seconds
     *) echo "$1" ;;
   esac
 }
-budget_ms=$(( $(seconds "$fuzztime") * 1000 ))
+secs=$(seconds "$fuzztime") # exits on a bad FUZZTIME (set -e)
+budget_ms=$((secs * 1000))
 chunk_max_ms=120000
 now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
 targets=${FUZZTARGETS:-$(grep -rE --include='*_test.go' -o '^func Fuzz[A-Za-z0-9_]+' . | grep -v '/\.' | sed -E 's|^\./(.*)/[^/]+_test\.go:func (Fuzz.*)$|\1 \2|' | sort -u)}
