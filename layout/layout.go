@@ -46,6 +46,39 @@ const (
 	ConfDroppedColumns = "cdcsink.droppedColumns"
 )
 
+// TagPartition is the add-action tag (Delta "tags") that a
+// partition-aligned writer puts on each data file: every row of the file
+// came from the one Kafka partition PartitionTag names. Instances of one
+// sink then only ever hide rows (deletion vectors) in files of the
+// partitions they own, so their commits touch disjoint files
+// (docs/table-layout.md, "Partition-aligned layout"). A file without the
+// tag may hold rows of any partition.
+const TagPartition = "cdcsink.partition"
+
+// PartitionTag is the TagPartition value of a topic partition:
+// "<topic>/<partition>" (Kafka topic names never contain '/').
+func PartitionTag(topic string, partition int32) string {
+	return topic + "/" + strconv.Itoa(int(partition))
+}
+
+// ParsePartitionTag is the inverse of PartitionTag; ok is false for
+// anything PartitionTag does not write.
+func ParsePartitionTag(s string) (topic string, partition int32, ok bool) {
+	i := strings.LastIndexByte(s, '/')
+	if i <= 0 || strings.IndexByte(s[:i], '/') >= 0 {
+		return "", 0, false
+	}
+	digits := s[i+1:]
+	if digits == "" || (len(digits) > 1 && digits[0] == '0') || strings.IndexFunc(digits, func(r rune) bool { return r < '0' || r > '9' }) >= 0 {
+		return "", 0, false
+	}
+	p, err := strconv.ParseInt(digits, 10, 32)
+	if err != nil {
+		return "", 0, false
+	}
+	return s[:i], int32(p), true
+}
+
 // TrackerDomain is the domain metadata of the single-domain layout: sink's
 // versioning tracker state for all partitions in one JSON array. Tables
 // written before the per-partition layout have it; it is still read (a

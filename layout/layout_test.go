@@ -127,3 +127,42 @@ func FuzzParseBatchAndTracker(f *testing.F) {
 		}
 	})
 }
+
+func TestParsePartitionTag(t *testing.T) {
+	for _, tc := range []struct {
+		tag, topic string
+		part       int32
+		ok         bool
+	}{
+		{"loja.public.orders/3", "loja.public.orders", 3, true},
+		{"t/0", "t", 0, true},
+		{"t/2147483647", "t", 2147483647, true},
+		{"a/b/1", "", 0, false}, // only Kafka names: no '/' in the topic
+		{"/1", "", 0, false},
+		{"t/", "", 0, false},
+		{"t/01", "", 0, false},
+		{"t/-1", "", 0, false},
+		{"t/2147483648", "", 0, false},
+		{"t", "", 0, false},
+	} {
+		topic, p, ok := ParsePartitionTag(tc.tag)
+		if topic != tc.topic || p != tc.part || ok != tc.ok {
+			t.Errorf("ParsePartitionTag(%q) = %q, %d, %v", tc.tag, topic, p, ok)
+		}
+		if tc.ok && PartitionTag(topic, p) != tc.tag {
+			t.Errorf("PartitionTag(%q, %d) = %q", topic, p, PartitionTag(topic, p))
+		}
+	}
+}
+
+// A tag that parses formats back to itself.
+func FuzzParsePartitionTag(f *testing.F) {
+	f.Add("loja.public.orders/3")
+	f.Add("t/01")
+	f.Fuzz(func(t *testing.T, tag string) {
+		topic, p, ok := ParsePartitionTag(tag)
+		if ok && (PartitionTag(topic, p) != tag || p < 0 || topic == "") {
+			t.Fatalf("ParsePartitionTag(%q) = %q, %d: formats back as %q", tag, topic, p, PartitionTag(topic, p))
+		}
+	})
+}

@@ -277,7 +277,7 @@ func (a *alterRun) rewrite(ctx context.Context) error {
 			pv = map[string]*string{}
 		}
 		tx.Add(delta.Add{Path: name, PartitionValues: pv, Size: int64(buf.Len()), ModificationTime: now.UnixMilli(),
-			DataChange: !cdf, Stats: st.StatsJSON})
+			DataChange: !cdf, Stats: st.StatsJSON, Tags: f.Tags}) // same rows: same partition (layout.TagPartition)
 	}
 	if a.opts.DryRun {
 		return nil

@@ -19,12 +19,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/compute"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/cdcsink/cdc-sink/delta"
 	"github.com/cdcsink/cdc-sink/delta/parquetio"
@@ -92,7 +96,10 @@ func Optimize(ctx context.Context, dir string, opts OptimizeOptions) (*OptimizeR
 		if a.DeletionVector == nil && a.Size >= opts.SmallFileBytes {
 			continue
 		}
-		k := partKey(a.PartitionValues)
+		// never mix files of two Kafka partitions (layout.TagPartition):
+		// instances of a sink own partitions, and a file shared by two would
+		// make them conflict again (docs/table-layout.md)
+		k := partKey(a.PartitionValues) + "\x00" + a.Tags[layout.TagPartition]
 		if _, ok := groups[k]; !ok {
 			order = append(order, k)
 		}
@@ -102,6 +109,7 @@ func Optimize(ctx context.Context, dir string, opts OptimizeOptions) (*OptimizeR
 	type bin struct {
 		files []*delta.Add
 		pv    map[string]*string
+		tag   string // the files' partition tag ("": untagged, split by row)
 	}
 	var bins []bin
 	for _, k := range order {
@@ -122,7 +130,7 @@ func Optimize(ctx context.Context, dir string, opts OptimizeOptions) (*OptimizeR
 				cur, size = bin{}, 0
 			}
 			cur.files = append(cur.files, a)
-			cur.pv = a.PartitionValues
+			cur.pv, cur.tag = a.PartitionValues, a.Tags[layout.TagPartition]
 			size += a.Size
 		}
 		if len(cur.files) > 0 {
@@ -135,11 +143,31 @@ func Optimize(ctx context.Context, dir string, opts OptimizeOptions) (*OptimizeR
 	now := opts.Now()
 	tx := t.Snap.Begin()
 	cols := t.Columns()
+	topicCol, partCol := slices.Index(cols, layout.ColTopic), slices.Index(cols, layout.ColPartition)
 	for _, b := range bins {
-		var buf bytes.Buffer
-		w, err := parquetio.NewWriter(ctx, &buf, t.Schema, parquetio.WriteOptions{PartitionColumns: t.Snap.PartitionColumns()})
-		if err != nil {
-			return nil, err
+		// One output per partition tag: a tagged bin has one; an untagged
+		// bin's rows are split by their _cdc_topic/_cdc_partition, which
+		// realigns files written before the partition-aligned layout.
+		outs := map[string]*optimizeOut{}
+		out := func(tag string) (*optimizeOut, error) {
+			if o, ok := outs[tag]; ok {
+				return o, nil
+			}
+			o := &optimizeOut{tag: tag}
+			w, err := parquetio.NewWriter(ctx, &o.buf, t.Schema, parquetio.WriteOptions{PartitionColumns: t.Snap.PartitionColumns()})
+			if err != nil {
+				return nil, err
+			}
+			o.w = w
+			outs[tag] = o
+			return o, nil
+		}
+		closeAll := func() {
+			for _, o := range outs {
+				if o.w != nil {
+					_, _ = o.w.Close()
+				}
+			}
 		}
 		for _, a := range b.files {
 			res.FilesRemoved++
@@ -149,35 +177,68 @@ func Optimize(ctx context.Context, dir string, opts OptimizeOptions) (*OptimizeR
 			}
 			err := t.ScanFile(ctx, a, cols, false, func(rec arrow.RecordBatch) error {
 				res.RowsRead += rec.NumRows()
-				return w.Write(rec)
+				if b.tag != "" || topicCol < 0 || partCol < 0 {
+					o, err := out(b.tag)
+					if err != nil {
+						return err
+					}
+					return o.w.Write(rec)
+				}
+				parts, err := splitByPartition(ctx, rec, topicCol, partCol)
+				if err != nil {
+					return err
+				}
+				for _, pr := range parts {
+					o, err := out(pr.tag)
+					if err == nil {
+						err = o.w.Write(pr.rec)
+					}
+					if pr.rec != rec {
+						pr.rec.Release()
+					}
+					if err != nil {
+						return err
+					}
+				}
+				return nil
 			})
 			if err != nil {
-				_, _ = w.Close()
+				closeAll()
 				return nil, err
 			}
 			rm := delta.RemoveFile(*a, now)
 			rm.DataChange = false
 			tx.Remove(rm)
 		}
-		st, err := w.Close()
-		if err != nil {
-			return nil, err
+		tags := slices.Sorted(maps.Keys(outs))
+		for _, tag := range tags {
+			o := outs[tag]
+			st, err := o.w.Close()
+			o.w = nil
+			if err != nil {
+				closeAll()
+				return nil, err
+			}
+			if st.NumRecords == 0 {
+				continue // every row was deleted: the files just go
+			}
+			res.RowsWritten += st.NumRecords
+			res.FilesAdded++
+			res.BytesAdded += int64(o.buf.Len())
+			if opts.DryRun {
+				continue
+			}
+			add, err := t.Delta.PutDataFile(ctx, o.buf.Bytes(), st.StatsJSON, t.Snap.PartitionColumns(), b.pv)
+			if err != nil {
+				closeAll()
+				return nil, fmt.Errorf("optimize: %w", err)
+			}
+			add.ModificationTime, add.DataChange = now.UnixMilli(), false
+			if tag != "" {
+				add.Tags = map[string]string{layout.TagPartition: tag}
+			}
+			tx.Add(add)
 		}
-		if st.NumRecords == 0 {
-			continue // every row was deleted: the files just go
-		}
-		res.RowsWritten += st.NumRecords
-		res.FilesAdded++
-		res.BytesAdded += int64(buf.Len())
-		if opts.DryRun {
-			continue
-		}
-		add, err := t.Delta.PutDataFile(ctx, buf.Bytes(), st.StatsJSON, t.Snap.PartitionColumns(), b.pv)
-		if err != nil {
-			return nil, fmt.Errorf("optimize: %w", err)
-		}
-		add.ModificationTime, add.DataChange = now.UnixMilli(), false
-		tx.Add(add)
 	}
 	if res.RowsRead != res.RowsWritten {
 		return nil, fmt.Errorf("optimize: read %d rows but wrote %d", res.RowsRead, res.RowsWritten)
@@ -194,6 +255,91 @@ func Optimize(ctx context.Context, dir string, opts OptimizeOptions) (*OptimizeR
 	}
 	res.Version, res.Committed = v, true
 	return res, nil
+}
+
+// optimizeOut is one output file of a bin: the rows of one partition tag.
+type optimizeOut struct {
+	tag string
+	buf bytes.Buffer
+	w   *parquetio.Writer
+}
+
+// taggedRecord is the rows of a record that came from one Kafka partition.
+type taggedRecord struct {
+	tag string // layout.PartitionTag; "" for rows without Kafka coordinates
+	rec arrow.RecordBatch
+}
+
+// splitByPartition splits rec by its _cdc_topic / _cdc_partition columns
+// (the rows' partition tags), in first-seen order. A record of a single
+// partition comes back as itself (not retained again).
+func splitByPartition(ctx context.Context, rec arrow.RecordBatch, topicCol, partCol int) ([]taggedRecord, error) {
+	n := int(rec.NumRows())
+	tagOf := make([]string, n)
+	var order []string
+	seen := map[string]bool{}
+	topic, partition := rec.Column(topicCol), rec.Column(partCol)
+	for r := 0; r < n; r++ {
+		var tag string
+		if !topic.IsNull(r) && !partition.IsNull(r) {
+			if p, ok := intValue(partition, r); ok {
+				tag = layout.PartitionTag(topic.ValueStr(r), int32(p))
+				if _, _, ok := layout.ParsePartitionTag(tag); !ok {
+					tag = ""
+				}
+			}
+		}
+		tagOf[r] = tag
+		if !seen[tag] {
+			seen[tag] = true
+			order = append(order, tag)
+		}
+	}
+	if len(order) <= 1 {
+		return []taggedRecord{{tag: firstOr(order), rec: rec}}, nil
+	}
+	out := make([]taggedRecord, 0, len(order))
+	for _, tag := range order {
+		mb := array.NewBooleanBuilder(memory.DefaultAllocator)
+		for r := 0; r < n; r++ {
+			mb.Append(tagOf[r] == tag)
+		}
+		mask := mb.NewBooleanArray()
+		mb.Release()
+		part, err := compute.FilterRecordBatch(ctx, rec, mask, compute.DefaultFilterOptions())
+		mask.Release()
+		if err != nil {
+			for _, o := range out {
+				o.rec.Release()
+			}
+			return nil, fmt.Errorf("optimize: split rows by partition: %w", err)
+		}
+		out = append(out, taggedRecord{tag: tag, rec: part})
+	}
+	return out, nil
+}
+
+func firstOr(xs []string) string {
+	if len(xs) == 0 {
+		return ""
+	}
+	return xs[0]
+}
+
+// intValue reads an integer column's value (the partition column is an
+// integer; tables written by other tools may use another width).
+func intValue(a arrow.Array, i int) (int64, bool) {
+	switch x := a.(type) {
+	case *array.Int32:
+		return int64(x.Value(i)), true
+	case *array.Int64:
+		return x.Value(i), true
+	case *array.Int16:
+		return int64(x.Value(i)), true
+	case *array.Int8:
+		return int64(x.Value(i)), true
+	}
+	return 0, false
 }
 
 func partKey(pv map[string]*string) string {

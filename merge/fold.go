@@ -51,6 +51,10 @@ type finalState struct {
 	Op byte
 	// Truncated is true when the row is a tombstone produced by a truncate.
 	Truncated bool
+	// Part is the layout.TagPartition of the file the row goes to when
+	// the change's own partition is not it: a truncate's tombstone stays
+	// in the partition of the row it replaces.
+	Part string
 }
 
 // foldResult is the result of folding one batch for one table.

@@ -174,6 +174,9 @@ func stateOf(t *testing.T, tb *Table) map[int64]modelRow {
 	if tb.st == nil {
 		return out
 	}
+	if err := tb.adoptAll(ctx); err != nil { // a scoped index: every key
+		t.Fatal(err)
+	}
 	statusIdx := fieldIndex(tb.st.schema, "status")
 	idIdx := fieldIndex(tb.st.schema, "pedido_id")
 	for l := range tb.st.index.Locs() {

@@ -88,24 +88,6 @@ func (o *deltaOps) readColumnsAs(ctx context.Context, sc *schema.StructType, fs 
 	return out, rows, nil
 }
 
-// scanIndex rebuilds the key → (file, row, version) index from every live
-// row of every file.
-func (o *deltaOps) scanIndex(ctx context.Context, st *state) error {
-	for id, fs := range st.files {
-		err := o.scanFile(ctx, st, fs, func(key []byte, row int, v versioning.Version, deleted bool) {
-			l := loc{file: int32(id), row: int32(row), ver: v, deleted: deleted}
-			if prev, dup := st.index.GetBytes(key); dup && !prev.ver.Less(v) {
-				return // a live duplicate would be a bug; keep the newest
-			}
-			st.index.SetBytes(key, l)
-		})
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // scanFile reads the key, version and deleted columns of one file, sets its
 // row counts, and calls fn for each live row (key: AppendKey encoding,
 // valid during the call only).

@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/maphash"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
 
@@ -164,6 +165,10 @@ func (t *Table) winnerCheck(ours map[string]struct{}, rb *rebaseLog) delta.Winne
 // offsets, batch counters and tracker state.
 func (t *Table) applyRebase(rb *rebaseLog) error {
 	st := t.st
+	// keys of other partitions' new files, located by hash after every
+	// deletion vector of the winners is in (the rows they replace are dead)
+	type located struct{ h, v uint64 }
+	var later []located
 	for _, op := range rb.ops {
 		if !op.new {
 			id, ok := st.byPath[op.add.Path]
@@ -179,15 +184,28 @@ func (t *Table) applyRebase(rb *rebaseLog) error {
 			continue
 		}
 		id := int32(len(st.files))
-		fs := &fileState{add: op.add, dv: op.dv, rows: op.nrow, live: op.nrow}
+		fs := &fileState{add: op.add, dv: op.dv, rows: op.nrow, live: op.nrow, part: filePartition(op.add), indexed: true}
 		if op.dv != nil {
 			fs.live -= int64(op.dv.GetCardinality())
 		}
 		st.byPath[op.add.Path] = id
 		st.files = append(st.files, fs)
+		foreign := st.scoped() && fs.part != "" && !st.adopted[fs.part]
+		fs.indexed = !foreign
 		for i, k := range op.keys {
+			if foreign {
+				if _, ours := st.index.Get(k); !ours {
+					later = append(later, located{maphash.String(st.foreign.seed, k), packForeign(id, op.rows[i], op.del[i])})
+					continue
+				}
+				// a key in the index (it moved here from a partition of
+				// ours) stays there, exact
+			}
 			st.index.Set(k, loc{file: id, row: op.rows[i], ver: op.vers[i], deleted: op.del[i]})
 		}
+	}
+	for _, l := range later {
+		st.foreign.add(l.h, l.v, st.rowDead)
 	}
 	for app, v := range rb.txns {
 		if _, ok := layout.ParseBatchAppID(t.opts.Sink, app); ok {

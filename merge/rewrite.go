@@ -101,6 +101,7 @@ func (t *Table) rewriteFiles(ctx context.Context, oldSchema *schema.StructType, 
 			return old, fmt.Errorf("rewrite %s with the widened schema: %w", fs.add.Path, err)
 		}
 		res.BytesWritten += n
+		add.Tags = fs.add.Tags // same rows: same partition
 		add.DeletionVector = fs.add.DeletionVector
 		if add.DeletionVector != nil {
 			add.Stats = tightBoundsFalse(add.Stats)

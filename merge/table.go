@@ -78,6 +78,14 @@ type Options struct {
 	// `cdc-sink table set-property`). Whatever this says, commits to a table
 	// with the feed on carry its change data (cdf.go).
 	ChangeDataFeed bool
+	// PartitionAligned writes each batch as one data file per Kafka
+	// partition (tagged layout.TagPartition), so that instances owning
+	// different partitions hide rows in different files and never
+	// conflict, and scopes the key index to the partitions this instance
+	// writes: other partitions' keys are only located by a 64-bit hash
+	// (partindex.go, docs/table-layout.md "Partition-aligned layout").
+	// Tables are interchangeable between the two modes.
+	PartitionAligned bool
 	// Fault is a test seam, nil in production: when set it is called at
 	// each FaultPoint of a commit, and an error aborts Apply there without
 	// any clean-up, as a crash would (crash-safety and fencing tests, also
@@ -128,6 +136,11 @@ type fileState struct {
 	dv   *roaring64.Bitmap // nil: no deleted rows
 	rows int64             // physical rows
 	live int64             // rows not in dv
+	// part is the file's layout.TagPartition ("": rows of any partition);
+	// indexed: its live rows are in the key index (else, in a scoped
+	// state, in foreignKeys: partindex.go).
+	part    string
+	indexed bool
 }
 
 type state struct {
@@ -140,6 +153,10 @@ type state struct {
 	files   []*fileState
 	byPath  map[string]int32
 	index   *keyIndex
+	// foreign and adopted: the partition-scoped index (Options.PartitionAligned,
+	// partindex.go); foreign is nil when every file is in index.
+	foreign *foreignKeys
+	adopted map[string]bool
 	offsets map[TP]int64
 	tracker []versioning.PartitionState
 	batchID int64 // this instance's batch counter (txn layout.BatchAppID)
@@ -277,6 +294,17 @@ func (t *Table) LiveRows() (live, deleted int) {
 			live++
 		}
 	}
+	if t.st.scoped() {
+		t.st.foreign.each(func(v uint64) {
+			if _, _, del := unpackForeign(v); t.st.rowDead(v) {
+				return
+			} else if del {
+				deleted++
+			} else {
+				live++
+			}
+		})
+	}
 	return live, deleted
 }
 
@@ -329,6 +357,10 @@ func (t *Table) loadState(ctx context.Context, snap *snapshotView) (*state, erro
 	if err := st.setSchema(snap.schema); err != nil {
 		return nil, fmt.Errorf("table %s: %w", t.dir, err)
 	}
+	if t.opts.PartitionAligned {
+		st.foreign = newForeignKeys(st.index.seed)
+		st.adopted = map[string]bool{}
+	}
 	st.cdf = delta.ChangeDataFeedEnabled(&st.proto, meta)
 	if t.opts.ChangeDataFeed && !st.cdf {
 		return nil, fmt.Errorf("%w: table %s has %s off; enable it first with `cdc-sink table set-property %s %s=true` "+
@@ -352,7 +384,7 @@ func (t *Table) loadState(ctx context.Context, snap *snapshotView) (*state, erro
 	}
 	st.tracker = tracker
 	for _, a := range snap.files {
-		fs := &fileState{add: a, rows: -1}
+		fs := &fileState{add: a, rows: -1, part: filePartition(a)}
 		if a.DeletionVector != nil {
 			bm, err := t.ops.readDV(ctx, a.DeletionVector)
 			if err != nil {
@@ -363,8 +395,10 @@ func (t *Table) loadState(ctx context.Context, snap *snapshotView) (*state, erro
 		st.byPath[a.Path] = int32(len(st.files))
 		st.files = append(st.files, fs)
 	}
-	if err := t.ops.scanIndex(ctx, st); err != nil {
-		return nil, fmt.Errorf("table %s: rebuild key index: %w", t.dir, err)
+	for id := range st.files {
+		if err := t.indexFile(ctx, st, int32(id)); err != nil {
+			return nil, fmt.Errorf("table %s: rebuild key index: %w", t.dir, err)
+		}
 	}
 	return st, nil
 }
@@ -622,6 +656,9 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 		}
 		usable = append(usable, c)
 		usableIdx = append(usableIdx, i)
+	}
+	if err := t.resolveKeys(ctx, usable); err != nil {
+		return nil, err
 	}
 	folded := foldBatch(usable, func(k string) storedKey {
 		l, ok := t.st.index.Get(k)
@@ -909,7 +946,8 @@ func (t *Table) afterCommit(v int64, p *plan, b *Batch, batchID int64) {
 	for _, nf := range p.newFiles {
 		id := int32(len(st.files))
 		st.byPath[nf.add.Path] = id
-		st.files = append(st.files, &fileState{add: nf.add, rows: nf.rows, live: nf.rows})
+		// the batch's partitions were adopted (resolveKeys): its files are indexed
+		st.files = append(st.files, &fileState{add: nf.add, rows: nf.rows, live: nf.rows, part: filePartition(nf.add), indexed: true})
 		for i, k := range nf.keys {
 			st.index.Set(k, loc{file: id, row: int32(i), ver: nf.versions[i], deleted: nf.deleted[i]})
 		}
@@ -932,7 +970,54 @@ func (t *Table) Refresh(ctx context.Context) error {
 	if t.st != nil && t.st.version == v {
 		return nil
 	}
+	if t.st != nil && v > t.st.version && v-t.st.version <= maxCatchUp {
+		ok, err := t.catchUp(ctx, v)
+		if err != nil {
+			t.opts.Logger.Warn("catching up with other writers' commits failed; reloading the table", "table", t.dir, "err", err)
+		} else if ok {
+			return nil
+		}
+	}
 	return t.reload(ctx)
+}
+
+// maxCatchUp bounds the commits Refresh applies one by one; further
+// behind, a reload (checkpoint + log tail) is cheaper.
+const maxCatchUp = 200
+
+// catchUp applies the commits after the state's version up to v to the
+// in-memory state, as a commit rebased over them would (rebase.go): their
+// new files and keys, deletion vectors, offsets, batch counters and tracker
+// state. Instances of a sink on one table then pay one batch's worth of
+// reading per other instance's commit, instead of a reload and re-scan of
+// the table before every batch. ok is false when a commit did something
+// that is not applied incrementally (metadata or protocol, a file removed
+// for good): the caller reloads.
+func (t *Table) catchUp(ctx context.Context, v int64) (ok bool, err error) {
+	rb := &rebaseLog{}
+	check := t.winnerCheck(nil, rb)
+	for ver := t.st.version + 1; ver <= v; ver++ {
+		acts, err := t.ops.tbl.ReadCommit(ctx, ver)
+		if err != nil {
+			return false, err
+		}
+		for i := range acts {
+			if acts[i].Metadata != nil || acts[i].Protocol != nil {
+				return false, nil
+			}
+		}
+		if err := check(ctx, ver, acts); err != nil {
+			return false, err
+		}
+		if rb.reload {
+			return false, nil
+		}
+	}
+	if err := t.applyRebase(rb); err != nil {
+		return false, err
+	}
+	t.st.version = v
+	return true, nil
 }
 
 // Row is one stored row: column name → value in the normalize value model.
@@ -944,6 +1029,9 @@ type Row map[string]any
 func (t *Table) Rows(ctx context.Context) ([]Row, error) {
 	if t.st == nil {
 		return nil, nil
+	}
+	if err := t.adoptAll(ctx); err != nil {
+		return nil, err
 	}
 	type keyLoc struct {
 		key string

@@ -74,7 +74,6 @@ func (t *Table) write(ctx context.Context, finals []*finalState, batchID int64, 
 		}
 	}
 	hide := map[int32][]uint64{}
-	nf := newFile{rows: int64(len(finals))}
 	rows := make([][]any, len(finals))
 	now := t.opts.Now()
 	for i, f := range finals {
@@ -95,26 +94,42 @@ func (t *Table) write(ctx context.Context, finals []*finalState, batchID int64, 
 			return nil, err
 		}
 		rows[i] = row
-		nf.keys = append(nf.keys, f.Key)
-		nf.versions = append(nf.versions, f.Change.Version)
-		nf.deleted = append(nf.deleted, f.Deleted)
 	}
-	rec, err := buildRecord(st.arrow, rows)
-	if err != nil {
-		return nil, err
+	for _, g := range t.fileGroups(finals) {
+		nf := newFile{rows: int64(len(g.rows))}
+		grows := rows
+		if len(g.rows) != len(finals) {
+			grows = make([][]any, len(g.rows))
+			for j, i := range g.rows {
+				grows[j] = rows[i]
+			}
+		}
+		for _, i := range g.rows {
+			f := finals[i]
+			nf.keys = append(nf.keys, f.Key)
+			nf.versions = append(nf.versions, f.Change.Version)
+			nf.deleted = append(nf.deleted, f.Deleted)
+		}
+		rec, err := buildRecord(st.arrow, grows)
+		if err != nil {
+			return nil, err
+		}
+		add, n, err := t.ops.writeData(ctx, st.schema, rec, now)
+		rec.Release()
+		if err != nil {
+			return nil, err // says "write data file …" already
+		}
+		if g.part != "" {
+			add.Tags = map[string]string{layout.TagPartition: g.part}
+		}
+		res.BytesWritten += n
+		nf.add = add
+		p.adds = append(p.adds, add)
+		p.newFiles = append(p.newFiles, nf)
 	}
-	defer rec.Release()
-	add, n, err := t.ops.writeData(ctx, st.schema, rec, now)
-	if err != nil {
-		return nil, err // says "write data file …" already
-	}
-	res.BytesWritten += n
 	if err := t.fault(FaultDataWritten); err != nil {
 		return nil, err
 	}
-	nf.add = add
-	p.adds = append(p.adds, add)
-	p.newFiles = append(p.newFiles, nf)
 	if st.cdf {
 		c, n, err := t.writeChangeData(ctx, finals, before, rows)
 		if err != nil {
@@ -146,6 +161,48 @@ func (t *Table) write(ctx context.Context, finals []*finalState, batchID int64, 
 		p.dvUpdates = append(p.dvUpdates, dvUpdate{file: id, add: newAdd, bitmap: bm})
 	}
 	return p, nil
+}
+
+// fileGroup is the rows (indexes into the batch's finals) of one new data
+// file, and the partition tag it carries ("" for none).
+type fileGroup struct {
+	part string
+	rows []int
+}
+
+// fileGroups splits a batch's rows into its data files: one per partition
+// with Options.PartitionAligned (rows without a partition go to one
+// untagged file), else one file, tagged when all its rows come from one
+// partition. Groups are in tag order, rows in key order: deterministic.
+func (t *Table) fileGroups(finals []*finalState) []fileGroup {
+	partOf := func(f *finalState) string {
+		if f.Part != "" || f.Truncated {
+			return f.Part
+		}
+		tag, _ := partitionTag(f.Change.Coord)
+		return tag
+	}
+	if !t.opts.PartitionAligned {
+		g := fileGroup{part: partOf(finals[0]), rows: make([]int, len(finals))}
+		for i, f := range finals {
+			g.rows[i] = i
+			if g.part != "" && partOf(f) != g.part {
+				g.part = "" // rows of several partitions
+			}
+		}
+		return []fileGroup{g}
+	}
+	byPart := map[string][]int{}
+	for i, f := range finals {
+		p := partOf(f)
+		byPart[p] = append(byPart[p], i)
+	}
+	out := make([]fileGroup, 0, len(byPart))
+	for p, rows := range byPart {
+		out = append(out, fileGroup{part: p, rows: rows})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].part < out[j].part })
+	return out
 }
 
 // tableRow lays one final state out in table column order.
@@ -315,7 +372,7 @@ func (t *Table) truncateFinals(ctx context.Context, f *foldResult) ([]*finalStat
 			for j := range row {
 				row[j] = stored[m.idx[j]]
 			}
-			out = append(out, &finalState{Key: k, Change: ch, Deleted: true, Row: row, Op: 't', Truncated: true})
+			out = append(out, &finalState{Key: k, Change: ch, Deleted: true, Row: row, Op: 't', Truncated: true, Part: st.files[file].part})
 		}
 	}
 	return out, nil
