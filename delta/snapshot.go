@@ -277,7 +277,9 @@ func feedActions(actions []Action, sink cpSink) {
 
 // ReadCommit reads the actions of commit v (a writer catching up with the
 // commits since its snapshot, without replaying the whole log).
-func (t *Table) ReadCommit(ctx context.Context, v int64) ([]Action, error) { return t.readCommit(ctx, v) }
+func (t *Table) ReadCommit(ctx context.Context, v int64) ([]Action, error) {
+	return t.readCommit(ctx, v)
+}
 
 func (t *Table) readCommit(ctx context.Context, v int64) ([]Action, error) {
 	name := commitName(v)

@@ -100,6 +100,10 @@ func (o *deltaOps) create(ctx context.Context, meta *delta.Metadata, proto *delt
 	return err
 }
 
+// maxRebases bounds the commits a plan with key-level conflict rules is
+// rebased over before it re-plans (delta.Transaction.MaxAttempts).
+const maxRebases = 200
+
 // commit writes plan as the next version after readVersion. A concurrent
 // data change conflicts (the caller re-plans) as p.winners decides, or
 // always when the plan has no such rule (it read the whole table: a
@@ -112,6 +116,11 @@ func (o *deltaOps) commit(ctx context.Context, readVersion int64, p *plan, op st
 	tx := snap.Begin().ReadWholeTable()
 	if p.winners != nil {
 		tx.CheckWinners(p.winners)
+		// Rebasing over a winner of other keys costs one read of its new
+		// files' keys, far less than a re-plan: instances of a sink on one
+		// table commit in turn, and a batch that takes longer to write than
+		// ten of the others' commits must not re-plan for that alone.
+		tx.MaxAttempts = maxRebases
 	}
 	if p.metadata != nil {
 		tx.SetMetadata(*p.metadata)

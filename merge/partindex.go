@@ -135,6 +135,32 @@ func (f *foreignKeys) dropFiles(files map[int32]bool) {
 	}
 }
 
+// drop forgets one entry (a row adopted into the index).
+func (f *foreignKeys) drop(h uint64, v uint64) {
+	if o, ok := f.first[h]; ok {
+		if o == v {
+			delete(f.first, h)
+		}
+		return
+	}
+	vs := f.more[h]
+	kept := vs[:0]
+	for _, o := range vs {
+		if o != v {
+			kept = append(kept, o)
+		}
+	}
+	switch len(kept) {
+	case 0:
+		delete(f.more, h)
+	case 1:
+		delete(f.more, h)
+		f.first[h] = kept[0]
+	default:
+		f.more[h] = kept
+	}
+}
+
 // each calls fn for every entry.
 func (f *foreignKeys) each(fn func(v uint64)) {
 	for _, v := range f.first {
@@ -258,6 +284,7 @@ func (t *Table) resolveKeys(ctx context.Context, changes []*normalize.Change) er
 	}
 	var buf []byte
 	var files []int32
+	wants := map[int32]map[string]bool{}
 	look := func(k []any) {
 		buf = AppendKey(buf[:0], k)
 		if _, ok := st.index.GetBytes(buf); ok {
@@ -265,7 +292,10 @@ func (t *Table) resolveKeys(ctx context.Context, changes []*normalize.Change) er
 		}
 		files = st.foreign.lookup(maphash.Bytes(st.foreign.seed, buf), files[:0])
 		for _, id := range files {
-			ids[id] = true
+			if wants[id] == nil {
+				wants[id] = map[string]bool{}
+			}
+			wants[id][string(buf)] = true
 		}
 	}
 	for _, c := range changes {
@@ -276,10 +306,38 @@ func (t *Table) resolveKeys(ctx context.Context, changes []*normalize.Change) er
 			look(c.OldKey)
 		}
 	}
-	if len(ids) > 0 {
-		t.opts.Logger.Debug("keys found in other partitions' files: adopting them", "table", t.dir, "files", len(ids))
+	if len(wants) > 0 {
+		t.opts.Logger.Debug("keys found in other partitions' files: indexing them", "table", t.dir, "files", len(wants))
 	}
-	return t.adopt(ctx, ids)
+	for id, keys := range wants {
+		if err := t.adoptKeys(ctx, id, keys); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// adoptKeys moves the given keys' rows of one file of another partition
+// into the key index (a key that changed partition, the old key of a
+// primary-key change): only those keys, so the index stays this
+// instance's partitions' plus the few that moved.
+func (t *Table) adoptKeys(ctx context.Context, id int32, keys map[string]bool) error {
+	st := t.st
+	fs := st.files[id]
+	err := t.ops.scanFile(ctx, st, fs, func(key []byte, row int, v versioning.Version, deleted bool) {
+		if !keys[string(key)] {
+			return
+		}
+		st.foreign.drop(maphash.Bytes(st.foreign.seed, key), packForeign(id, int32(row), deleted))
+		if prev, dup := st.index.GetBytes(key); dup && !prev.ver.Less(v) {
+			return
+		}
+		st.index.SetBytes(key, loc{file: id, row: int32(row), ver: v, deleted: deleted})
+	})
+	if err != nil {
+		return fmt.Errorf("index keys of %s: %w", fs.add.Path, err)
+	}
+	return nil
 }
 
 // partitionTag is the layout.TagPartition value of the partition a change

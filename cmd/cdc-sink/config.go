@@ -122,6 +122,22 @@ type TableConf struct {
 	// (docs/history.md); an existing table without it is refused until
 	// `cdc-sink table set-property DIR delta.enableChangeDataFeed=true`.
 	ChangeDataFeed bool `yaml:"change_data_feed" doc:"create tables with Delta Change Data Feed (delta.enableChangeDataFeed; readChangeFeed / load_cdf); existing tables need table set-property first"`
+	// Layout: "partition" writes one file per Kafka partition and scopes
+	// the key index to this instance's partitions (merge.Options.PartitionAligned,
+	// docs/table-layout.md); "batch" one file per batch. Default: partition
+	// when instance_id is set (several instances), else batch.
+	Layout string `yaml:"layout" doc:"data files per batch: partition (one per Kafka partition, key index of this instance's partitions only: several instances on one table) or batch (one file); default partition when instance_id is set, else batch"`
+}
+
+// partitionAligned resolves tables.layout.
+func (c *Config) partitionAligned() bool {
+	switch c.Table.Layout {
+	case "partition":
+		return true
+	case "batch":
+		return false
+	}
+	return c.InstanceID != ""
 }
 
 // RegConf configures the schema registry (Avro).
@@ -458,6 +474,9 @@ func (c *Config) validate() error {
 	}
 	if !sinkNameRe.MatchString(c.Sink) {
 		return bad("sink", "%q must be letters, digits, '.', '_' or '-'", c.Sink)
+	}
+	if l := c.Table.Layout; l != "" && l != "partition" && l != "batch" {
+		return bad("tables.layout", "%q: must be partition or batch", l)
 	}
 	if c.InstanceID != "" && (!sinkNameRe.MatchString(c.InstanceID) || len(c.InstanceID) > 64) {
 		return bad("instance_id", "%q must be at most 64 letters, digits, '.', '_' or '-'", c.InstanceID)

@@ -39,6 +39,7 @@ type metrics struct {
 	e2e         prometheus.Histogram
 	lag         *prometheus.GaugeVec
 	tableVer    *prometheus.GaugeVec
+	indexKeys   *prometheus.GaugeVec
 	batchErrors prometheus.Counter
 	quarErrors  prometheus.Counter
 	batches     prometheus.Counter
@@ -76,6 +77,7 @@ func newMetrics(sink string) *metrics {
 	m.e2e = f.histogram("cdcsink_end_to_end_latency_seconds", "Source commit time to Delta commit, for the newest change of a batch.", prometheus.ExponentialBuckets(0.01, 2, 16))
 	m.lag = f.gaugeVec("cdcsink_consumer_lag", "Records between the consumer position and the high watermark.", "topic", "partition")
 	m.tableVer = f.gaugeVec("cdcsink_table_version", "Delta table version after the last commit.", "table")
+	m.indexKeys = f.gaugeVec("cdcsink_index_keys", "Keys this instance holds in a table's key index (kind=indexed, ~100 B each) and, with tables.layout=partition, keys of other instances' partitions it only locates by hash (kind=located, ~20 B each).", "table", "kind")
 	m.batchErrors = f.counter("cdcsink_batch_errors_total", "Batches that failed (and were retried or stopped the sink).")
 	m.quarErrors = f.counter("cdcsink_quarantine_write_errors_total", "Failed quarantine writes (retried; the batch waits).")
 	m.batches = f.counter("cdcsink_batches_total", "Micro-batches applied.")

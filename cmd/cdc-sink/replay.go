@@ -502,6 +502,8 @@ func applyReplayConfig(s *sinkSetup, cfg *Config, table string, set map[string]b
 			return tmpl(topic)
 		}
 	}
+	// the files a replay writes keep the table's layout for its instances
+	s.PartitionAligned = cfg.partitionAligned()
 	s.History = cfg.History.route()
 	s.Privacy = cfg.History.privacy()
 	s.SCD2 = cfg.History.scd2Route()

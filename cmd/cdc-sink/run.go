@@ -114,7 +114,7 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 		return fmt.Errorf("config key rules: %w", err)
 	}
 	setup := &sinkSetup{
-		Sink: cfg.Sink, InstanceID: cfg.InstanceID,
+		Sink: cfg.Sink, InstanceID: cfg.InstanceID, PartitionAligned: cfg.partitionAligned(),
 		Route: func(topic string) (string, bool) {
 			if d, ok := cfg.Table.Map[topic]; ok {
 				return canonLocation(d), true
@@ -193,6 +193,10 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 		}
 		m.setLag(cons.Lag())
 		ts.observe(m.status)
+		ts.indexKeys(func(dir string, indexed, located int) {
+			m.indexKeys.WithLabelValues(dir, "indexed").Set(float64(indexed))
+			m.indexKeys.WithLabelValues(dir, "located").Set(float64(located))
+		})
 		prog.batch(rep)
 		logger.Debug("batch applied", "records", rep.Records, "ms", rep.DurationMs)
 		return nil

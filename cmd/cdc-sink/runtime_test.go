@@ -850,6 +850,16 @@ func TestLoadConfig(t *testing.T) {
 			eq(t, "instance_id", c.InstanceID, "orders-sink-1")
 		}},
 		{name: "bad instance id", yaml: base + "instance_id: pod/1\n", err: []string{"config key instance_id", `"pod/1"`}},
+		{name: "layout follows instance_id", yaml: base, env: env{"CDC_SINK_INSTANCE_ID": "pod-1"}, check: func(t *testing.T, c *Config) {
+			eq(t, "partitionAligned", c.partitionAligned(), true)
+		}},
+		{name: "layout batch by default", yaml: base, check: func(t *testing.T, c *Config) {
+			eq(t, "partitionAligned", c.partitionAligned(), false)
+		}},
+		{name: "layout batch with an instance id", yaml: base + "instance_id: pod-1\n", env: env{"CDC_SINK_TABLES_LAYOUT": "batch"}, check: func(t *testing.T, c *Config) {
+			eq(t, "partitionAligned", c.partitionAligned(), false)
+		}},
+		{name: "bad layout", yaml: base, args: []string{"--tables.layout=per-key"}, err: []string{"config key tables.layout", `"per-key"`}},
 		{name: "optimize_every is not built", yaml: base + "maintenance: {optimize_every: 1h}\n", err: []string{"config key maintenance.optimize_every", "cdc-sink table optimize"}},
 		{name: "optimize_every 0", yaml: base + "maintenance: {optimize_every: 0s}\n", check: func(t *testing.T, c *Config) {
 			eq(t, "optimize_every", c.Maint.OptimizeEvery, time.Duration(0))

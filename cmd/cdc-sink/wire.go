@@ -25,6 +25,8 @@ type sinkSetup struct {
 	Sink string
 	// InstanceID: merge.Options.InstanceID (run: config instance_id).
 	InstanceID string
+	// PartitionAligned: merge.Options.PartitionAligned (run: tables.layout).
+	PartitionAligned bool
 	// RetryBudget: pipeline.Config.RetryBudget (run: merge.retry_budget).
 	RetryBudget time.Duration
 	// Route maps a topic to a table directory; ok=false for topics that route
@@ -117,7 +119,7 @@ func (ts *tableSet) open(ctx context.Context, dir string) (*merge.Table, error) 
 		return t, nil
 	}
 	t, err := merge.Open(ctx, dir, merge.Options{
-		Sink: ts.setup.Sink, InstanceID: ts.setup.InstanceID, Truncate: ts.setup.Truncate, Widening: ts.setup.Widening, OnDropColumn: ts.setup.OnDropColumn, ColumnMapping: ts.setup.ColumnMapping, ChangeDataFeed: ts.setup.ChangeDataFeed, StorageOptions: storageOpts, AllowForeignSink: ts.setup.AllowForeignSink,
+		Sink: ts.setup.Sink, InstanceID: ts.setup.InstanceID, PartitionAligned: ts.setup.PartitionAligned, Truncate: ts.setup.Truncate, Widening: ts.setup.Widening, OnDropColumn: ts.setup.OnDropColumn, ColumnMapping: ts.setup.ColumnMapping, ChangeDataFeed: ts.setup.ChangeDataFeed, StorageOptions: storageOpts, AllowForeignSink: ts.setup.AllowForeignSink,
 		Logger: ts.setup.Logger, Fault: ts.setup.Fault,
 	})
 	if err != nil {
@@ -137,6 +139,16 @@ func (ts *tableSet) dirs() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// indexKeys reports each opened table's key index size (merge.Table.IndexKeys).
+func (ts *tableSet) indexKeys(fn func(dir string, indexed, located int)) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	for dir, t := range ts.tables {
+		n, located := t.IndexKeys()
+		fn(dir, n, located)
+	}
 }
 
 // observe hands the tables' row counts and per-partition offsets to the
