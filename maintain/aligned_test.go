@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"testing"
 
+	"github.com/cdcsink/cdc-sink/internal/aligncheck"
 	"github.com/cdcsink/cdc-sink/internal/deltacheck"
-	"github.com/cdcsink/cdc-sink/layout"
 	"github.com/cdcsink/cdc-sink/merge"
 	"github.com/cdcsink/cdc-sink/normalize"
 )
@@ -69,13 +68,13 @@ func TestOptimizeKeepsAndRestoresPartitionAlignment(t *testing.T) {
 	}
 	// the split rows of the old file are new files of their partitions; a
 	// second run compacts each partition's small files into one
-	if got := alignedTags(t, dir); fmt.Sprint(slices.Compact(got)) != "[dbz.public.people/0 dbz.public.people/1 dbz.public.people/2]" {
+	if got := aligncheck.Tags(t, dir); fmt.Sprint(slices.Compact(got)) != "[dbz.public.people/0 dbz.public.people/1 dbz.public.people/2]" {
 		t.Errorf("files after optimize by tag %v, want only the three partitions' tags", got)
 	}
 	if _, err := Optimize(ctx, dir, OptimizeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if got := alignedTags(t, dir); fmt.Sprint(got) != "[dbz.public.people/0 dbz.public.people/1 dbz.public.people/2]" {
+	if got := aligncheck.Tags(t, dir); fmt.Sprint(got) != "[dbz.public.people/0 dbz.public.people/1 dbz.public.people/2]" {
 		t.Errorf("files after a second optimize by tag %v, want one per partition", got)
 	}
 	if got := rows(t, dir); fmt.Sprint(got) != fmt.Sprint(before) {
@@ -93,30 +92,4 @@ func TestOptimizeKeepsAndRestoresPartitionAlignment(t *testing.T) {
 	if n, located := tb.IndexKeys(); n != 0 || located != 7 {
 		t.Errorf("aligned open after optimize: %d indexed, %d located; want 0 and 7 (every file tagged)", n, located)
 	}
-}
-
-// alignedTags is the sorted partition tags of the table's files, checking
-// each file holds rows of its tag's partition only.
-func alignedTags(t *testing.T, dir string) []string {
-	t.Helper()
-	var tags []string
-	for _, a := range snapshot(t, dir).Files() {
-		tag := a.Tags[layout.TagPartition]
-		_, p, ok := layout.ParsePartitionTag(tag)
-		if !ok {
-			t.Errorf("%s: no partition tag after optimize", a.Path)
-			continue
-		}
-		tags = append(tags, tag)
-		st, err := a.ParsedStats()
-		if err != nil {
-			t.Fatal(err)
-		}
-		lo, hi := fmt.Sprint(st.MinValues[layout.ColPartition]), fmt.Sprint(st.MaxValues[layout.ColPartition])
-		if want := strconv.Itoa(int(p)); lo != want || hi != want {
-			t.Errorf("%s tagged %s holds partitions %s..%s", a.Path, tag, lo, hi)
-		}
-	}
-	slices.Sort(tags)
-	return tags
 }

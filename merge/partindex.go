@@ -73,13 +73,7 @@ func (f *foreignKeys) add(h uint64, v uint64, stale func(uint64) bool) {
 			}
 			kept = append(kept, o)
 		}
-		kept = append(kept, v)
-		if len(kept) == 1 {
-			delete(f.more, h)
-			f.first[h] = v
-		} else {
-			f.more[h] = kept
-		}
+		f.set(h, append(kept, v))
 		return
 	}
 	o, ok := f.first[h]
@@ -123,15 +117,7 @@ func (f *foreignKeys) dropFiles(files map[int32]bool) {
 				kept = append(kept, v)
 			}
 		}
-		switch len(kept) {
-		case 0:
-			delete(f.more, h)
-		case 1:
-			delete(f.more, h)
-			f.first[h] = kept[0]
-		default:
-			f.more[h] = kept
-		}
+		f.set(h, kept)
 	}
 }
 
@@ -150,14 +136,19 @@ func (f *foreignKeys) drop(h uint64, v uint64) {
 			kept = append(kept, o)
 		}
 	}
-	switch len(kept) {
+	f.set(h, kept)
+}
+
+// set stores what remains for hash h of its shared (more) entries.
+func (f *foreignKeys) set(h uint64, vs []uint64) {
+	switch len(vs) {
 	case 0:
 		delete(f.more, h)
 	case 1:
 		delete(f.more, h)
-		f.first[h] = kept[0]
+		f.first[h] = vs[0]
 	default:
-		f.more[h] = kept
+		f.more[h] = vs
 	}
 }
 
@@ -186,9 +177,8 @@ func (st *state) rowDead(v uint64) bool {
 	return fs.dv != nil && fs.dv.Contains(uint64(row))
 }
 
-// indexFile puts the live rows of a file into the key index (newest
-// version wins, as on open) or, for a file of a partition not adopted in a
-// scoped state, into foreignKeys.
+// indexFile puts the live rows of a file into the key index or, for a
+// file of a partition not adopted in a scoped state, into foreignKeys.
 func (t *Table) indexFile(ctx context.Context, st *state, id int32) error {
 	fs := st.files[id]
 	if st.scoped() && fs.part != "" && !st.adopted[fs.part] {
@@ -198,7 +188,19 @@ func (t *Table) indexFile(ctx context.Context, st *state, id int32) error {
 		})
 	}
 	fs.indexed = true
-	return t.ops.scanFile(ctx, st, fs, func(key []byte, row int, v versioning.Version, deleted bool) {
+	return t.indexRows(ctx, st, id, nil)
+}
+
+// indexRows puts the live rows of file id into the key index (only the
+// keys in only, when set; newest version wins, as on open).
+func (t *Table) indexRows(ctx context.Context, st *state, id int32, only map[string]bool) error {
+	return t.ops.scanFile(ctx, st, st.files[id], func(key []byte, row int, v versioning.Version, deleted bool) {
+		if only != nil {
+			if !only[string(key)] {
+				return
+			}
+			st.foreign.drop(maphash.Bytes(st.foreign.seed, key), packForeign(id, int32(row), deleted))
+		}
 		if prev, dup := st.index.GetBytes(key); dup && !prev.ver.Less(v) {
 			return // a live duplicate would be a bug; keep the newest
 		}
@@ -215,16 +217,9 @@ func (t *Table) adopt(ctx context.Context, ids map[int32]bool) error {
 	}
 	st.foreign.dropFiles(ids)
 	for id := range ids {
-		fs := st.files[id]
-		fs.indexed = true
-		err := t.ops.scanFile(ctx, st, fs, func(key []byte, row int, v versioning.Version, deleted bool) {
-			if prev, dup := st.index.GetBytes(key); dup && !prev.ver.Less(v) {
-				return
-			}
-			st.index.SetBytes(key, loc{file: id, row: int32(row), ver: v, deleted: deleted})
-		})
-		if err != nil {
-			return fmt.Errorf("adopt %s into the key index: %w", fs.add.Path, err)
+		st.files[id].indexed = true
+		if err := t.indexRows(ctx, st, id, nil); err != nil {
+			return fmt.Errorf("adopt %s into the key index: %w", st.files[id].add.Path, err)
 		}
 	}
 	return nil
@@ -259,11 +254,12 @@ func (t *Table) resolveKeys(ctx context.Context, changes []*normalize.Change) er
 		return nil
 	}
 	parts := map[string]bool{}
+	tags := partitionTags{}
 	for _, c := range changes {
 		if c.Op == normalize.OpTruncate {
 			return t.adoptAll(ctx)
 		}
-		if tag, ok := partitionTag(c.Coord); ok && !st.adopted[tag] {
+		if tag := tags.of(c.Coord); tag != "" && !st.adopted[tag] {
 			parts[tag] = true
 		}
 	}
@@ -322,36 +318,33 @@ func (t *Table) resolveKeys(ctx context.Context, changes []*normalize.Change) er
 // primary-key change): only those keys, so the index stays this
 // instance's partitions' plus the few that moved.
 func (t *Table) adoptKeys(ctx context.Context, id int32, keys map[string]bool) error {
-	st := t.st
-	fs := st.files[id]
-	err := t.ops.scanFile(ctx, st, fs, func(key []byte, row int, v versioning.Version, deleted bool) {
-		if !keys[string(key)] {
-			return
-		}
-		st.foreign.drop(maphash.Bytes(st.foreign.seed, key), packForeign(id, int32(row), deleted))
-		if prev, dup := st.index.GetBytes(key); dup && !prev.ver.Less(v) {
-			return
-		}
-		st.index.SetBytes(key, loc{file: id, row: int32(row), ver: v, deleted: deleted})
-	})
-	if err != nil {
-		return fmt.Errorf("index keys of %s: %w", fs.add.Path, err)
+	if err := t.indexRows(ctx, t.st, id, keys); err != nil {
+		return fmt.Errorf("index keys of %s: %w", t.st.files[id].add.Path, err)
 	}
 	return nil
 }
 
-// partitionTag is the layout.TagPartition value of the partition a change
-// came from; ok is false for changes without Kafka coordinates (replays of
-// files without them), whose rows go to untagged files.
-func partitionTag(c normalize.Coord) (string, bool) {
+// partitionTags formats the layout.TagPartition value of the partitions a
+// batch's changes came from, once per partition.
+type partitionTags map[TP]string
+
+// of is the tag of a change's partition; "" for changes without Kafka
+// coordinates (replays of files without them), whose rows go to untagged
+// files.
+func (m partitionTags) of(c normalize.Coord) string {
 	if c.Topic == "" || c.Partition < 0 {
-		return "", false
+		return ""
 	}
-	tag := layout.PartitionTag(c.Topic, c.Partition)
-	if _, _, ok := layout.ParsePartitionTag(tag); !ok {
-		return "", false
+	tp := TP{c.Topic, c.Partition}
+	tag, ok := m[tp]
+	if !ok {
+		tag = layout.PartitionTag(c.Topic, c.Partition)
+		if _, _, valid := layout.ParsePartitionTag(tag); !valid {
+			tag = ""
+		}
+		m[tp] = tag
 	}
-	return tag, true
+	return tag
 }
 
 // filePartition is a data file's partition tag ("" for none or one that

@@ -175,12 +175,12 @@ type fileGroup struct {
 // untagged file), else one file, tagged when all its rows come from one
 // partition. Groups are in tag order, rows in key order: deterministic.
 func (t *Table) fileGroups(finals []*finalState) []fileGroup {
+	tags := partitionTags{}
 	partOf := func(f *finalState) string {
 		if f.Part != "" || f.Truncated {
 			return f.Part
 		}
-		tag, _ := partitionTag(f.Change.Coord)
-		return tag
+		return tags.of(f.Change.Coord)
 	}
 	if !t.opts.PartitionAligned {
 		g := fileGroup{part: partOf(finals[0]), rows: make([]int, len(finals))}
