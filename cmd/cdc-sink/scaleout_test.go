@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -142,6 +144,124 @@ func threeInstances(t *testing.T, layout string) {
 				t.Errorf("instance %c indexes %v of %v keys, want about a third", 'B'+i, n, total)
 			}
 		}
+	}
+	checkTable(t, dir, sink, s)
+}
+
+// TestThreeInstancesFaults: three instances of one sink, each its own OS
+// process (kfake, a local table, the partition-aligned layout), through the
+// rebalances of scale-out: A alone, B and C added, B killed with SIGKILL, C
+// stopped (SIGSTOP) while holding a planned batch, B restarted and taking
+// C's partitions over with A, then C resumed. C's held batch must be
+// fenced, no commit of a fenced instance may land (every commit of the log
+// checked), all three must have committed, and the table must end equal to
+// the model. The real-broker, s3:// version is integration's TestScaleOut.
+func TestThreeInstancesFaults(t *testing.T) {
+	s := testStream(43, 3000, 300, 3, 0)
+	const sink = "rt-three-faults"
+	_, brokers := newKfake(t, 3, sink+".quarantine")
+	lake := t.TempDir()
+	dir := tableDir(lake)
+	cs := chunks(s.Records, 8)
+	owned := func(p *sinkProc) int {
+		select {
+		case <-p.exited:
+			return 0
+		default:
+		}
+		return p.stderr.count("partition assigned") - p.stderr.count("partition revoked")
+	}
+	settle := func(what string, procs ...*sinkProc) {
+		waitUntil(t, time.Minute, what, func() bool {
+			n := 0
+			for _, p := range procs {
+				p.alive(t)
+				if owned(p) == 0 {
+					return false
+				}
+				n += owned(p)
+			}
+			return n == 3
+		})
+	}
+	start := func(name, marker string) *sinkProc {
+		cfg := writeBinConfigSession(t, brokers, lake, sink, "", 6000)
+		b, err := os.ReadFile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, cfg, string(b)+"instance_id: "+name+"\n")
+		return startChild(t, name, cfg, marker)
+	}
+	produced := map[int32]int64{}
+	produce := func(c []*source.Record) {
+		waitProduced(t, gatedProducer(t, brokers, dir, [][]*source.Record{c}))
+		for _, r := range c {
+			produced[r.Partition] = max(produced[r.Partition], r.Offset+1)
+		}
+	}
+
+	a := start("A", "")
+	settle("A to own every partition", a)
+	produce(cs[0])
+	waitUntil(t, time.Minute, "A to commit the first chunk", func() bool { a.alive(t); return caughtUp(t, dir, sink, produced) })
+	b := start("B", "")
+	marker := t.TempDir() + "/pause"
+	c := start("C", marker)
+	settle("A, B and C to share the partitions", a, b, c)
+	produce(cs[1])
+	produce(cs[2])
+	waitUntil(t, time.Minute, "the three to commit two chunks", func() bool { return caughtUp(t, dir, sink, produced) })
+
+	if st, _ := b.signal(t, syscall.SIGKILL, 30*time.Second); st.Success() {
+		t.Fatal("B survived SIGKILL")
+	}
+	produce(cs[3])
+	settle("A and C to take the killed B's partition over", a, c)
+	waitUntil(t, time.Minute, "A and C to commit B's records", func() bool { return caughtUp(t, dir, sink, produced) })
+
+	// C stops itself right before its next commit, holding a planned batch
+	writeFile(t, marker, "")
+	produce(cs[4])
+	waitUntil(t, time.Minute, "C to pause holding a batch", func() bool { c.alive(t); return c.stderr.count(pausingMsg) == 1 })
+	_, heldVer := tableProgress(t, dir, sink)
+	b2 := start("B", "") // B again, as after a pod restart
+	waitUntil(t, time.Minute, "A and the restarted B to take the paused C's partitions over", func() bool {
+		a.alive(t)
+		b2.alive(t)
+		return owned(a)+owned(b2) == 3
+	})
+	waitUntil(t, time.Minute, "A and B to commit the records C holds", func() bool { return caughtUp(t, dir, sink, produced) })
+	if err := c.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, time.Minute, "the resumed C's held batch to be fenced", func() bool {
+		c.alive(t)
+		return strings.Contains(c.stderr.String(), "batch fenced")
+	})
+	settle("the resumed C to rejoin", a, b2, c)
+	for _, ch := range cs[5:] {
+		produce(ch)
+	}
+	waitUntil(t, 2*time.Minute, "the table to reach the end offsets", func() bool { return caughtUp(t, dir, sink, endOffsets(s)) })
+	for _, p := range []*sinkProc{a, b2, c} {
+		if st, _ := p.signal(t, syscall.SIGTERM, time.Minute); !st.Success() {
+			t.Errorf("exit %v:\n%s", st, p.stderr.String())
+		}
+	}
+	audit, err := merge.AuditFencing(context.Background(), delta.NewLocalStorage(dir), sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("log: %d commits (%d checked by fromOffsets), per instance %v; C paused at v%d; re-plans A/B/C %d/%d/%d",
+		audit.Commits, audit.Checked, audit.ByInstance, heldVer, a.stderr.count("concurrent commit won, re-planning batch"),
+		b.stderr.count("concurrent commit won, re-planning batch")+b2.stderr.count("concurrent commit won, re-planning batch"),
+		c.stderr.count("concurrent commit won, re-planning batch"))
+	for _, v := range audit.Violations {
+		t.Errorf("zombie commit: %s", v)
+	}
+	if len(audit.ByInstance) != 3 {
+		t.Errorf("commits per instance %v, want all three instances", audit.ByInstance)
 	}
 	checkTable(t, dir, sink, s)
 }
