@@ -6,7 +6,9 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	neturl "net/url"
 	"strings"
 	"sync"
 	"time"
@@ -52,6 +54,10 @@ func WithHTTPClient(h *http.Client) SROption { return func(c *srConfig) { c.clie
 type srRegistry struct {
 	c   *srclient.SchemaRegistryClient
 	url string // for errors, credentials redacted
+	// raw and tls: the URL and TLS settings of the probe in Check (nil tls:
+	// a custom HTTP client, no probe)
+	raw string
+	tls *tls.Config
 }
 
 // NewSRClientRegistry returns a Registry backed by github.com/riferrei/srclient
@@ -68,10 +74,13 @@ func NewSRClientRegistry(url string, opts ...SROption) Registry {
 		o(&cfg)
 	}
 	hc := cfg.client
+	probe := (*tls.Config)(nil)
 	if hc == nil {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
+		probe = &tls.Config{}
 		if cfg.tls != nil {
 			tr.TLSClientConfig = cfg.tls
+			probe = cfg.tls
 		}
 		hc = &http.Client{Timeout: cfg.timeout, Transport: tr}
 	}
@@ -80,7 +89,7 @@ func NewSRClientRegistry(url string, opts ...SROption) Registry {
 		c.SetCredentials(cfg.user, cfg.pass)
 	}
 	c.CodecCreationEnabled(false)
-	return &srRegistry{c: c, url: redact.String(strings.TrimRight(url, "/"))}
+	return &srRegistry{c: c, url: redact.String(strings.TrimRight(url, "/")), raw: url, tls: probe}
 }
 
 func (r *srRegistry) Schema(ctx context.Context, id int) (string, error) {
@@ -162,6 +171,15 @@ func (r *srRegistry) accessError(err error) *RegistryAccessError {
 	case errors.As(err, &ra):
 		return &RegistryAccessError{URL: r.url, Reason: "TLS: the server refused the handshake", Err: err}
 	}
+	// an alert the registry sent (crypto/tls reports it as a "remote error")
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "remote error" {
+		msg := oe.Err.Error()
+		if strings.Contains(msg, "certificate required") || strings.Contains(msg, "bad certificate") || strings.Contains(msg, "unknown certificate") {
+			return &RegistryAccessError{URL: r.url, Reason: "TLS: the registry requires a client certificate it trusts (check registry.cert_file and registry.key_file)", Err: err}
+		}
+		return &RegistryAccessError{URL: r.url, Reason: "TLS: the server refused the handshake", Err: err}
+	}
 	return nil
 }
 
@@ -170,6 +188,9 @@ func (r *srRegistry) accessError(err error) *RegistryAccessError {
 // rather than at the first Avro record. Other failures (unreachable) are
 // returned as they are; callers may carry on, as records are retried.
 func (r *srRegistry) Check(ctx context.Context) error {
+	if err := r.probeTLS(ctx); err != nil {
+		return err
+	}
 	ch := make(chan error, 1)
 	go func() {
 		_, err := r.c.GetSubjects()
@@ -187,6 +208,56 @@ func (r *srRegistry) Check(ctx context.Context) error {
 		}
 		return fmt.Errorf("schema registry %s: %w", r.url, err)
 	}
+}
+
+// probeWait is how long probeTLS waits for a server's verdict on the
+// client's certificate after the handshake.
+const probeWait = time.Second
+
+// probeTLS opens one TLS connection to an https registry and waits briefly
+// for the server's verdict on it. With TLS 1.3 a server that refuses the
+// client certificate (mutual TLS) says so only after the handshake, in an
+// alert; an HTTP request written meanwhile often meets a reset connection
+// instead, which reads like an unreachable registry. The probe writes
+// nothing, so it reads the alert. Only a *RegistryAccessError is returned;
+// anything else (unreachable, behind an HTTP proxy) is left to the request.
+func (r *srRegistry) probeTLS(ctx context.Context) error {
+	if r.tls == nil || !strings.HasPrefix(r.raw, "https://") {
+		return nil
+	}
+	u, err := neturl.Parse(r.raw)
+	if err != nil {
+		return nil
+	}
+	if p, err := http.ProxyFromEnvironment(&http.Request{URL: u}); err != nil || p != nil {
+		return nil // the request goes through a proxy: no direct probe
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), "443")
+	}
+	cfg := r.tls.Clone()
+	if cfg.ServerName == "" {
+		cfg.ServerName = u.Hostname()
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	d := tls.Dialer{Config: cfg}
+	conn, err := d.DialContext(ctx, "tcp", host)
+	if err != nil {
+		if ae := r.accessError(err); ae != nil {
+			return ae
+		}
+		return nil
+	}
+	defer conn.Close()
+	_ = conn.SetReadDeadline(time.Now().Add(probeWait))
+	if _, err := conn.Read(make([]byte, 1)); err != nil {
+		if ae := r.accessError(err); ae != nil {
+			return ae
+		}
+	}
+	return nil
 }
 
 // Checker is a Registry that can test its access up front (NewSRClientRegistry's).

@@ -2,10 +2,15 @@ package envelope
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"errors"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -165,6 +170,20 @@ func TestSRClientRegistryAccessErrors(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AddCert(srv.Certificate())
 	trusted := WithTLSConfig(&tls.Config{RootCAs: pool})
+	// a registry that requires a client certificate (mutual TLS) signed by clientCA
+	client, clientCA := selfSignedClient(t)
+	mtls := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/subjects") {
+			w.Write([]byte(`[]`))
+			return
+		}
+		json.NewEncoder(w).Encode(map[string]any{"schema": keyAvsc})
+	}))
+	mtls.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: clientCA}
+	mtls.StartTLS()
+	t.Cleanup(mtls.Close)
+	mpool := x509.NewCertPool()
+	mpool.AddCert(mtls.Certificate())
 	cases := []struct {
 		name, url string
 		opts      []SROption
@@ -175,6 +194,9 @@ func TestSRClientRegistryAccessErrors(t *testing.T) {
 		{"untrusted certificate", srv.URL, []SROption{WithBasicAuth("sink", "s3cret")}, "TLS: server certificate not accepted"},
 		{"401 without a JSON body", bare401.URL, []SROption{WithBasicAuth("sink", "s3cret")}, "unauthorized (401"},
 		{"403", forbidden.URL, []SROption{WithBasicAuth("sink", "s3cret")}, "forbidden (403"},
+		{"mTLS", mtls.URL, []SROption{WithTLSConfig(&tls.Config{RootCAs: mpool, Certificates: []tls.Certificate{client}})}, ""},
+		{"mTLS without a client certificate", mtls.URL, []SROption{WithTLSConfig(&tls.Config{RootCAs: mpool})},
+			"requires a client certificate it trusts"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -210,4 +232,29 @@ func TestSRClientRegistryAccessErrors(t *testing.T) {
 	if err := NewSRClientRegistry(url).(Checker).Check(context.Background()); err == nil || errors.As(err, &ae) {
 		t.Errorf("unreachable: %v", err)
 	}
+}
+
+// selfSignedClient makes a client certificate for mutual TLS and a pool
+// trusting it.
+func selfSignedClient(t *testing.T) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "cdc-sink test client"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		BasicConstraintsValid: true, IsCA: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(leaf)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key, Leaf: leaf}, pool
 }

@@ -25,6 +25,7 @@ import (
 type secureStack struct {
 	SASLBrokers, SSLBrokers, SASLUser, SASLPassword string
 	RegistryURL, RegistryUser, RegistryPassword     string
+	RegistryMTLSURL                                 string // the registry over mutual TLS
 	Dir                                             string // CA, certificates, keys
 }
 
@@ -50,6 +51,7 @@ func loadSecureStack(t *testing.T) secureStack {
 		SASLUser: need("CDC_SINK_KAFKA_SASL_USER"), SASLPassword: secret("CDC_SINK_KAFKA_SASL_PASSWORD_FILE"),
 		RegistryURL: need("CDC_SINK_REGISTRY_TLS_URL"), RegistryUser: need("CDC_SINK_REGISTRY_TLS_USER"),
 		RegistryPassword: secret("CDC_SINK_REGISTRY_TLS_PASSWORD_FILE"), Dir: need("CDC_SINK_TLS_DIR"),
+		RegistryMTLSURL: need("CDC_SINK_REGISTRY_MTLS_URL"),
 	}
 }
 
@@ -63,6 +65,8 @@ type secureConf struct {
 	regUser    string
 	regPass    string
 	regCA      string
+	regCert    string // registry client certificate and key (mutual TLS)
+	regKey     string
 	quarantine string // quarantine topic ("" = none: a file)
 }
 
@@ -86,6 +90,9 @@ func writeSecureConfig(t *testing.T, path, name, topic, table, listen string, c 
 	}
 	fmt.Fprintf(&b, "tables:\n  map:\n    %s: %s\n", topic, table)
 	fmt.Fprintf(&b, "registry:\n  url: %s\n  username: %s\n  password: %q\n  ca_file: %s\n", c.regURL, c.regUser, c.regPass, c.regCA)
+	if c.regCert != "" {
+		fmt.Fprintf(&b, "  cert_file: %s\n  key_file: %s\n", c.regCert, c.regKey)
+	}
 	if c.quarantine != "" {
 		fmt.Fprintf(&b, "quarantine:\n  topic: %s\n", c.quarantine)
 	} else {
@@ -109,8 +116,9 @@ func freeAddr(t *testing.T) string {
 
 // TestSecurePipes: one Avro pipe over SASL_SSL (SCRAM-SHA-512) with the registry over HTTPS and
 // basic auth and the quarantine producer over SASL_SSL too (a poison record is quarantined), one
-// pipe over mutual TLS; wrong password, untrusted CA and expired certificate each stop the sink
-// at start with an error naming the endpoint; and no output of the whole run holds a secret.
+// pipe over mutual TLS to both the broker and the registry; wrong password, untrusted CA, a
+// missing and an expired client certificate each stop the sink at start with an error naming the
+// endpoint; and no output of the whole run holds a secret.
 func TestSecurePipes(t *testing.T) {
 	needStack(t)
 	sec := loadSecureStack(t)
@@ -155,10 +163,13 @@ func TestSecurePipes(t *testing.T) {
 	c.props = sec.sasl()
 	c.props["debug"] = "security,broker,protocol" // librdkafka's own logs of the handshakes: scanned too
 	writeSecureConfig(t, saslSink.ConfigPath, saslSink.Name, topic, saslSink.TableDir, saslListen, c)
-	// --- the mTLS pipe (same topic, own group and table)
+	// --- the mTLS pipe (same topic, own group and table): client certificates for the broker
+	// and the registry, no passwords
 	mtlsSink := newSink(t, "sec-mtls-"+id, topic, "")
 	c = good
 	c.brokers, c.props = sec.SSLBrokers, sec.mtls("client")
+	c.regURL, c.regUser, c.regPass = sec.RegistryMTLSURL, "", ""
+	c.regCert, c.regKey = sec.file("client.pem"), sec.file("client.key")
 	writeSecureConfig(t, mtlsSink.ConfigPath, mtlsSink.Name, topic, mtlsSink.TableDir, "", c)
 	saslSink.Start(t)
 	mtlsSink.Start(t)
@@ -244,6 +255,12 @@ func TestSecurePipes(t *testing.T) {
 			[]string{sec.RegistryURL, "401"}},
 		{"registry untrusted CA", func(c *secureConf) { c.regCA = sec.file("other-ca.pem") },
 			[]string{sec.RegistryURL, "certificate"}},
+		{"registry mTLS without a client certificate", func(c *secureConf) { c.regURL, c.regUser, c.regPass = sec.RegistryMTLSURL, "", "" },
+			[]string{sec.RegistryMTLSURL, "requires a client certificate"}},
+		{"registry mTLS expired client certificate", func(c *secureConf) {
+			c.regURL, c.regUser, c.regPass = sec.RegistryMTLSURL, "", ""
+			c.regCert, c.regKey = sec.file("expired.pem"), sec.file("expired.key")
+		}, []string{sec.file("expired.pem"), "expired", "registry " + sec.RegistryMTLSURL}},
 	}
 	for i, tc := range bad {
 		t.Run(tc.name, func(t *testing.T) {

@@ -313,3 +313,53 @@ func TestUnalignedFilesTaggedWhenSinglePartition(t *testing.T) {
 		t.Errorf("rows %v", got)
 	}
 }
+
+// A partition revoked from an instance leaves its key index at the next
+// Refresh (Release), unless it is assigned again first (Keep); a key of a
+// released partition is still found by hash and version-guarded.
+func TestPartitionAlignedRelease(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	r := &alignedRun{t: t, dir: dir, next: map[TP]int64{}}
+	r.inst = append(r.inst, openAligned(t, dir, "A"))
+	a := r.inst[0]
+	parts := map[int32][]event{}
+	for id := range int64(30) {
+		parts[int32(id%3)] = append(parts[int32(id%3)], event{id: id, op: 'c', status: "first", ver: v(uint64(100 + id))})
+	}
+	r.applyParts(0, parts) // A owns all three partitions: indexes every key
+	if n, located := a.IndexKeys(); n != 30 || located != 0 {
+		t.Fatalf("A indexes %d keys and locates %d, want 30 and 0", n, located)
+	}
+	// a rebalance revokes 1 and 2 and gives 2 back (eager protocol)
+	a.Release([]TP{{"t", 1}, {"t", 2}})
+	a.Keep([]TP{{"t", 2}})
+	if err := a.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r.applyParts(0, map[int32][]event{0: {{id: 0, op: 'u', status: "second", ver: v(200)}}, 2: {{id: 2, op: 'u', status: "second", ver: v(201)}}})
+	if n, located := a.IndexKeys(); n != 20 || located != 10 {
+		t.Errorf("after releasing partition 1: A indexes %d keys and locates %d, want 20 (partitions 0, 2) and 10", n, located)
+	}
+	// key 1 (partition 1's) arrives on partition 0 with an older version:
+	// found by hash, the stored row is kept; then a newer one wins
+	r.applyParts(0, map[int32][]event{0: {{id: 1, op: 'u', status: "stale", ver: v(50)}}})
+	r.applyParts(0, map[int32][]event{0: {{id: 4, op: 'u', status: "moved", ver: v(300)}}})
+	got := tableState(t, dir)
+	if len(got) != 30 || got[0].status != "second" || got[2].status != "second" || got[1].status != "first" || got[4].status != "moved" || got[3].status != "first" {
+		t.Errorf("table %v", got)
+	}
+	// nothing revoked that is indexed: no reload (the index keeps the moved keys)
+	n0, _ := a.IndexKeys()
+	a.Release([]TP{{"t", 1}})
+	if err := a.Refresh(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := a.IndexKeys(); n != n0 {
+		t.Errorf("a release of a partition not adopted changed the index: %d keys, was %d", n, n0)
+	}
+	rows := deltacheck.ByKey(deltacheck.Decode(t, deltacheck.ReadDeltaRS(t, dir, "").Rows), "pedido_id")
+	if len(rows) != 30 || fmt.Sprint(rows["4"]["status"]) != "moved" || fmt.Sprint(rows["1"]["status"]) != "first" {
+		t.Errorf("delta-rs rows: %d, 4=%v 1=%v", len(rows), rows["4"]["status"], rows["1"]["status"])
+	}
+}

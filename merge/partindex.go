@@ -370,3 +370,51 @@ func (t *Table) IndexKeys() (indexed, located int) {
 	}
 	return indexed, located
 }
+
+// Release tells a partition-aligned table that this instance no longer
+// writes the partitions (a rebalance revoked them): at the next Refresh the
+// table is reloaded, which leaves their files' keys located by hash instead
+// of indexed, unless Keep took them back first (an eager rebalance revokes
+// every partition and assigns most of them again). Without it the first
+// instance of a group would keep every key it indexed while it owned all
+// partitions. Safe to call from the consumer's rebalance callback.
+func (t *Table) Release(tps []TP) {
+	if !t.opts.PartitionAligned {
+		return
+	}
+	t.relMu.Lock()
+	defer t.relMu.Unlock()
+	if t.released == nil {
+		t.released = map[string]bool{}
+	}
+	for _, tp := range tps {
+		t.released[layout.PartitionTag(tp.Topic, tp.Partition)] = true
+	}
+}
+
+// Keep cancels a Release of partitions assigned again.
+func (t *Table) Keep(tps []TP) {
+	t.relMu.Lock()
+	defer t.relMu.Unlock()
+	for _, tp := range tps {
+		delete(t.released, layout.PartitionTag(tp.Topic, tp.Partition))
+	}
+}
+
+// takeReleased clears the released partitions and reports whether any of
+// them is in the key index (then the state must be rebuilt).
+func (t *Table) takeReleased() bool {
+	t.relMu.Lock()
+	rel := t.released
+	t.released = nil
+	t.relMu.Unlock()
+	if t.st == nil || !t.st.scoped() {
+		return false
+	}
+	for tag := range rel {
+		if t.st.adopted[tag] {
+			return true
+		}
+	}
+	return false
+}

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
@@ -122,6 +123,10 @@ type Table struct {
 	// pending: offsets of batches that were quarantined whole before the
 	// table existed (progress.go); taken over by the first commit.
 	pending *pendingProgress
+	// released: partitions (layout tags) this instance no longer writes,
+	// dropped from the key index at the next Refresh (Release, partindex.go).
+	relMu    sync.Mutex
+	released map[string]bool
 }
 
 type loc struct {
@@ -957,6 +962,10 @@ func (t *Table) afterCommit(v int64, p *plan, b *Batch, batchID int64) {
 // Refresh reloads the table state if another writer committed since this
 // Table last looked (e.g. before seeking a newly assigned partition).
 func (t *Table) Refresh(ctx context.Context) error {
+	if t.takeReleased() {
+		t.opts.Logger.Info("partitions revoked: reloading the table so that the key index holds only this instance's partitions", "table", t.dir)
+		return t.reload(ctx)
+	}
 	v, err := t.ops.tbl.LatestVersion(ctx)
 	if errors.Is(err, delta.ErrNotATable) {
 		if t.st == nil {

@@ -146,6 +146,8 @@ type RegConf struct {
 	Username string `yaml:"username"`
 	Password string `yaml:"password" doc:"secret; prefer CDC_SINK_REGISTRY_PASSWORD"`
 	CAFile   string `yaml:"ca_file" doc:"PEM CA bundle for https"`
+	CertFile string `yaml:"cert_file" doc:"PEM client certificate, for a registry that requires mutual TLS (with key_file)"`
+	KeyFile  string `yaml:"key_file" doc:"PEM private key of cert_file"`
 	Insecure bool   `yaml:"insecure_skip_verify"`
 }
 
@@ -571,6 +573,9 @@ func (c *Config) validate() error {
 	}
 	if c.Reg.URL != "" && !strings.HasPrefix(c.Reg.URL, "http://") && !strings.HasPrefix(c.Reg.URL, "https://") {
 		return bad("registry.url", "%q must be http(s)://", redact.String(c.Reg.URL))
+	}
+	if (c.Reg.CertFile == "") != (c.Reg.KeyFile == "") {
+		return bad("registry.cert_file", "cert_file and key_file go together (mutual TLS with the registry)")
 	}
 	return nil
 }

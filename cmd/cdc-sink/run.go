@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cdcsink/cdc-sink/envelope"
+	"github.com/cdcsink/cdc-sink/internal/redact"
 	"github.com/cdcsink/cdc-sink/merge"
 	"github.com/cdcsink/cdc-sink/pipeline"
 	"github.com/cdcsink/cdc-sink/quarantine"
@@ -242,6 +243,8 @@ type seekHandler struct {
 
 func (s *seekHandler) OnAssign(ctx context.Context, parts []source.TopicPartition) (map[source.TopicPartition]int64, error) {
 	out := map[source.TopicPartition]int64{}
+	// partitions revoked and assigned again (an eager rebalance) stay in the key index
+	s.byTable(parts, (*merge.Table).Keep)
 	for _, tp := range parts {
 		dir, ok := s.setup.Route(tp.Topic)
 		if !ok {
@@ -297,8 +300,25 @@ func (s *seekHandler) openRetrying(ctx context.Context, tp source.TopicPartition
 	}
 }
 
+// byTable calls fn for each opened table with the partitions routed to it.
+func (s *seekHandler) byTable(parts []source.TopicPartition, fn func(*merge.Table, []merge.TP)) {
+	tps := map[string][]merge.TP{}
+	for _, tp := range parts {
+		if dir, ok := s.setup.Route(tp.Topic); ok {
+			tps[dir] = append(tps[dir], merge.TP{Topic: tp.Topic, Partition: tp.Partition})
+		}
+	}
+	for dir, l := range tps {
+		if t, ok := s.ctxTables.opened(dir); ok {
+			fn(t, l)
+		}
+	}
+}
+
 func (s *seekHandler) OnRevoke(_ context.Context, parts []source.TopicPartition) error {
 	s.runner.Revoke(parts)
+	// their keys leave this instance's key index (partition-aligned tables)
+	s.byTable(parts, (*merge.Table).Release)
 	for _, tp := range parts {
 		s.logger.Info("partition revoked", "topic", tp.Topic, "partition", tp.Partition)
 	}
@@ -361,8 +381,20 @@ func openRegistry(c RegConf) (envelope.Registry, error) {
 	if c.Username != "" {
 		opts = append(opts, envelope.WithBasicAuth(c.Username, c.Password))
 	}
-	if c.CAFile != "" || c.Insecure {
+	if c.CAFile != "" || c.Insecure || c.CertFile != "" {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: c.Insecure} //nolint:gosec // operator's explicit choice
+		if c.CertFile != "" {
+			// an expired certificate is refused here, naming the file: the registry
+			// would only answer with a bare TLS alert
+			if err := checkCertFile(c.CertFile, "registry.cert_file", "registry "+redact.String(c.URL), time.Now()); err != nil {
+				return nil, err
+			}
+			cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("registry.cert_file %s, registry.key_file %s: %w", c.CertFile, c.KeyFile, err)
+			}
+			tc.Certificates = []tls.Certificate{cert}
+		}
 		if c.CAFile != "" {
 			pem, err := os.ReadFile(c.CAFile)
 			if err != nil {
@@ -388,9 +420,16 @@ func checkClientCert(props map[string]string, brokers []string, now time.Time) e
 	if path == "" {
 		return nil
 	}
+	return checkCertFile(path, "kafka.properties ssl.certificate.location", "brokers "+strings.Join(brokers, ","), now)
+}
+
+// checkCertFile refuses the first certificate of a PEM file (setting names
+// it in errors) when it is expired or not yet valid; peer is who would
+// refuse it.
+func checkCertFile(path, setting, peer string, now time.Time) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("kafka.properties ssl.certificate.location: %w", err)
+		return fmt.Errorf("%s: %w", setting, err)
 	}
 	var blk *pem.Block
 	for { // the first certificate; a key may come before it
@@ -400,19 +439,19 @@ func checkClientCert(props map[string]string, brokers []string, now time.Time) e
 		}
 	}
 	if blk == nil {
-		return fmt.Errorf("kafka.properties ssl.certificate.location %s: no PEM certificate in the file", path)
+		return fmt.Errorf("%s %s: no PEM certificate in the file", setting, path)
 	}
 	cert, err := x509.ParseCertificate(blk.Bytes)
 	if err != nil {
-		return fmt.Errorf("kafka.properties ssl.certificate.location %s: %w", path, err)
+		return fmt.Errorf("%s %s: %w", setting, path, err)
 	}
 	switch {
 	case now.After(cert.NotAfter):
-		return fmt.Errorf("kafka.properties ssl.certificate.location %s: client certificate %q expired at %s (brokers %s would refuse it)",
-			path, cert.Subject.String(), cert.NotAfter.UTC().Format(time.RFC3339), strings.Join(brokers, ","))
+		return fmt.Errorf("%s %s: client certificate %q expired at %s (%s would refuse it)",
+			setting, path, cert.Subject.String(), cert.NotAfter.UTC().Format(time.RFC3339), peer)
 	case now.Before(cert.NotBefore):
-		return fmt.Errorf("kafka.properties ssl.certificate.location %s: client certificate %q is not valid before %s",
-			path, cert.Subject.String(), cert.NotBefore.UTC().Format(time.RFC3339))
+		return fmt.Errorf("%s %s: client certificate %q is not valid before %s",
+			setting, path, cert.Subject.String(), cert.NotBefore.UTC().Format(time.RFC3339))
 	}
 	return nil
 }

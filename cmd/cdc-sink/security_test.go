@@ -8,6 +8,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"io"
 	"math/big"
 	"net/http/httptest"
 	"os"
@@ -71,6 +72,50 @@ func TestCheckClientCert(t *testing.T) {
 				t.Fatalf("got %v, want an error naming ssl.certificate.location with %q", err, c.want)
 			}
 		})
+	}
+}
+
+// registry.cert_file/key_file: an expired client certificate is refused when
+// the registry client is made (naming the file and the registry), a valid
+// one is loaded, and a certificate without its key is a configuration error.
+func TestRegistryClientCert(t *testing.T) {
+	dir := t.TempDir()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kder, _ := x509.MarshalPKCS8PrivateKey(key)
+	keyFile := filepath.Join(dir, "client.key")
+	writeFile(t, keyFile, string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})))
+	cert := func(name string, from, to time.Time) string {
+		tpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sink"}, NotBefore: from, NotAfter: to}
+		der, err := x509.CreateCertificate(rand.Reader, tpl, tpl, &key.PublicKey, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, name)
+		writeFile(t, p, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})))
+		return p
+	}
+	now := time.Now()
+	valid := cert("valid.pem", now.Add(-time.Hour), now.Add(time.Hour))
+	expired := cert("expired.pem", now.Add(-48*time.Hour), now.Add(-24*time.Hour))
+	const url = "https://registry.example:8444/apis/ccompat/v7"
+	if _, err := openRegistry(RegConf{URL: url, CertFile: valid, KeyFile: keyFile}); err != nil {
+		t.Errorf("valid client certificate: %v", err)
+	}
+	_, err = openRegistry(RegConf{URL: url, CertFile: expired, KeyFile: keyFile})
+	if err == nil || !strings.Contains(err.Error(), "registry.cert_file "+expired) || !strings.Contains(err.Error(), "expired at") ||
+		!strings.Contains(err.Error(), "registry "+url) {
+		t.Errorf("expired client certificate: %v, want a refusal naming the file and the registry", err)
+	}
+	if _, err := openRegistry(RegConf{URL: url, CertFile: valid, KeyFile: expired}); err == nil || !strings.Contains(err.Error(), "registry.key_file") {
+		t.Errorf("a certificate as the key: %v", err)
+	}
+	cfgFile := filepath.Join(dir, "c.yaml")
+	writeFile(t, cfgFile, "sink: s\nkafka: {brokers: [b:9092], topics: [t]}\ntables:\n  path_template: /tmp/x/{table}\nregistry:\n  url: "+url+"\n  cert_file: "+valid+"\n")
+	if _, err := loadConfig([]string{"--config", cfgFile}, func(string) string { return "" }, io.Discard); err == nil || !strings.Contains(err.Error(), "registry.cert_file") {
+		t.Errorf("cert_file without key_file: %v, want a configuration error", err)
 	}
 }
 

@@ -129,6 +129,14 @@ func (ts *tableSet) open(ctx context.Context, dir string) (*merge.Table, error) 
 	return t, nil
 }
 
+// opened is the table at dir if it is open.
+func (ts *tableSet) opened(dir string) (*merge.Table, bool) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	t, ok := ts.tables[dir]
+	return t, ok
+}
+
 // dirs lists the opened tables' locations, sorted.
 func (ts *tableSet) dirs() []string {
 	ts.mu.Lock()

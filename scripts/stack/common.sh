@@ -15,6 +15,7 @@
 #   CDC_SINK_KAFKA_SASL_PORT  Kafka SASL_SSL (SCRAM-SHA-512) listener port          (default 9094)
 #   CDC_SINK_KAFKA_SSL_PORT   Kafka SSL listener requiring client certificates      (default 9095)
 #   CDC_SINK_REGISTRY_TLS_PORT  registry over HTTPS with basic auth (proxy)         (default 8443)
+#   CDC_SINK_REGISTRY_MTLS_PORT registry over HTTPS with mutual TLS (same proxy)    (default 8444)
 #   CDC_SINK_REGISTRY_IMPL    apicurio (Apicurio Registry 2.4.2 built from Central jars) or mini
 #                             (scripts/stack/mini_registry.py, stdlib Python)        (default apicurio)
 #   JAVA                      java binary (default: java on PATH; needs Java 17+)
@@ -37,6 +38,7 @@ STACK_TLS=${CDC_SINK_STACK_TLS:-1}
 KAFKA_SASL_PORT=${CDC_SINK_KAFKA_SASL_PORT:-9094}
 KAFKA_SSL_PORT=${CDC_SINK_KAFKA_SSL_PORT:-9095}
 REGISTRY_TLS_PORT=${CDC_SINK_REGISTRY_TLS_PORT:-8443}
+REGISTRY_MTLS_PORT=${CDC_SINK_REGISTRY_MTLS_PORT:-8444}
 JAVA=${JAVA:-java}
 
 KAFKA_BOOTSTRAP=127.0.0.1:$KAFKA_PORT
@@ -46,6 +48,7 @@ CCOMPAT_URL=$REGISTRY_URL/apis/ccompat/v7
 KAFKA_SASL_BOOTSTRAP=127.0.0.1:$KAFKA_SASL_PORT
 KAFKA_SSL_BOOTSTRAP=127.0.0.1:$KAFKA_SSL_PORT
 REGISTRY_TLS_URL=https://127.0.0.1:$REGISTRY_TLS_PORT
+REGISTRY_MTLS_URL=https://127.0.0.1:$REGISTRY_MTLS_PORT
 
 # Database created by stack-up (sample schema from compose/sql/init.sql).
 PG_DB=loja

@@ -117,23 +117,28 @@ tls_scram_user() {
   sha256sum <"$TLS_DIR/scram.password" >"$marker"
 }
 
-# start_registry_tls: the HTTPS + basic-auth proxy in front of the registry.
+# start_registry_tls: the HTTPS + basic-auth proxy in front of the registry, and its mutual-TLS
+# port (client certificates signed by the stack's CA, e.g. client.pem).
 start_registry_tls() {
   local pidfile=$RUN/registry-tls.pid
   if pid_alive "$pidfile"; then log "registry https proxy already running on $REGISTRY_TLS_URL"; return 0; fi
   port_open "$REGISTRY_TLS_PORT" && die "port $REGISTRY_TLS_PORT is taken by another process (set CDC_SINK_REGISTRY_TLS_PORT)"
+  port_open "$REGISTRY_MTLS_PORT" && die "port $REGISTRY_MTLS_PORT is taken by another process (set CDC_SINK_REGISTRY_MTLS_PORT)"
   command -v python3 >/dev/null || die "python3 not found"
-  log "starting the registry https proxy on $REGISTRY_TLS_URL"
+  log "starting the registry https proxy on $REGISTRY_TLS_URL (mutual TLS on $REGISTRY_MTLS_URL)"
   : >"$LOGS/registry-tls.log"
   # the password goes through the environment, not the command line (ps shows that)
   REGISTRY_TLS_PASSWORD=$(tls_secret "$TLS_DIR/registry.password") \
   setsid nohup python3 -X pycache_prefix="$STACK_DIR/registry/pycache" "$STACK_SCRIPTS/registry_tls_proxy.py" \
     --listen "127.0.0.1:$REGISTRY_TLS_PORT" --upstream "$REGISTRY_URL" \
     --cert "$TLS_DIR/broker.pem" --key "$TLS_DIR/broker.key" --user "$REGISTRY_TLS_USER" \
+    --mtls-listen "127.0.0.1:$REGISTRY_MTLS_PORT" --client-ca "$TLS_DIR/ca.pem" \
     -- cdc.sink.stack=registry-tls >>"$LOGS/registry-tls.log" 2>&1 </dev/null &
   echo $! >"$pidfile"
   WAIT_PIDFILE=$pidfile wait_until registry-tls "$STACK_TIMEOUT" port_open "$REGISTRY_TLS_PORT" \
     || { tail -20 "$LOGS/registry-tls.log" >&2; die "registry https proxy not ready"; }
+  WAIT_PIDFILE=$pidfile wait_until registry-mtls "$STACK_TIMEOUT" port_open "$REGISTRY_MTLS_PORT" \
+    || { tail -20 "$LOGS/registry-tls.log" >&2; die "registry mutual-TLS port not ready"; }
 }
 
 # registry_tls_ok: the proxy answers an authenticated request (status.sh).
