@@ -46,6 +46,9 @@ type Runner struct {
 	// AfterBatch runs after every successful batch (e.g. commit consumer
 	// group offsets, print progress). An error stops the runner.
 	AfterBatch func(ctx context.Context, recs []*source.Record, rep *Report) error
+	// OnIdle, if set, runs on Run's goroutine (no batch in flight) after a
+	// poll that returned nothing while nothing was buffered.
+	OnIdle func()
 	// ShutdownGrace bounds how long the buffered batch may take to finish
 	// after ctx is cancelled (SIGTERM). Default 30s.
 	ShutdownGrace time.Duration
@@ -127,6 +130,9 @@ func (r *Runner) Run(ctx context.Context) error {
 			// shutting down: finish what is buffered
 		case err != nil:
 			return err
+		}
+		if len(recs) == 0 && n == 0 && r.OnIdle != nil {
+			r.OnIdle()
 		}
 		if len(recs) > 0 {
 			r.mu.Lock()

@@ -32,7 +32,8 @@ func cmdRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	storageOpts = cfg.Storage.options()
 	logger := newLogger(cfg.Log, stderr)
 	logger.Info("cdc-sink starting", "version", Version, "config", cfg.Redacted())
-	return runSink(ctx, cfg, logger, runHooks{stdout: stdout})
+	err = runSink(ctx, cfg, logger, runHooks{stdout: stdout})
+	return explainBrokerCert(ctx, err, cfg.Kafka.Properties, time.Now())
 }
 
 func newLogger(c LogConf, w io.Writer) *slog.Logger {
@@ -180,6 +181,7 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 	}
 	prog := newProgress(h.stdout, !h.Quiet)
 	runner.OnError = m.batchFailed
+	runner.OnIdle = func() { ts.observeIdle(m.status) }
 	runner.AfterBatch = func(ctx context.Context, recs []*source.Record, rep *pipeline.Report) error {
 		// Group offsets are for lag tools only: the table holds the progress.
 		offs := map[source.TopicPartition]int64{}
