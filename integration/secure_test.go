@@ -4,9 +4,17 @@ package integration
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -234,6 +242,7 @@ func TestSecurePipes(t *testing.T) {
 	}
 
 	// --- refused at start, each with an error naming the endpoint
+	expiredBroker := expiredTLSServer(t, sec)
 	bad := []struct {
 		name  string
 		edit  func(*secureConf)
@@ -251,6 +260,11 @@ func TestSecurePipes(t *testing.T) {
 			delete(c.props, "ssl.certificate.location")
 			delete(c.props, "ssl.key.location")
 		}, []string{"ssl://" + sec.SSLBrokers, "SSL alert"}},
+		// a TLS endpoint presenting an expired certificate of the stack's CA stands for a broker
+		// (the handshake fails before any Kafka request): librdkafka only says "certificate
+		// verify failed … check ssl.ca.location"; the sink adds what is wrong
+		{"kafka expired broker certificate", func(c *secureConf) { c.brokers, c.props = expiredBroker, sec.sasl() },
+			[]string{"sasl_ssl://" + expiredBroker, "certificate verify failed", "broker " + expiredBroker + " presents certificate", "which expired at"}},
 		{"registry wrong password", func(c *secureConf) { c.regPass = "wrong-" + id },
 			[]string{sec.RegistryURL, "401"}},
 		{"registry untrusted CA", func(c *secureConf) { c.regCA = sec.file("other-ca.pem") },
@@ -392,4 +406,56 @@ func produceSASL(t *testing.T, sec secureStack, topic string, key, value []byte)
 	case <-time.After(30 * time.Second):
 		t.Fatal("produce over SASL_SSL: no delivery report in 30s")
 	}
+}
+
+// expiredTLSServer serves TLS on 127.0.0.1 with a certificate of the stack's CA that expired
+// yesterday, and returns its address.
+func expiredTLSServer(t *testing.T, sec secureStack) string {
+	t.Helper()
+	read := func(name string) []byte {
+		b, err := os.ReadFile(sec.file(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blk, _ := pem.Decode(b)
+		if blk == nil {
+			t.Fatalf("%s: no PEM block", name)
+		}
+		return blk.Bytes
+	}
+	ca, err := x509.ParseCertificate(read("ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	caKey, err := x509.ParsePKCS8PrivateKey(read("ca.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	tpl := &x509.Certificate{SerialNumber: big.NewInt(now.UnixNano()), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: now.Add(-48 * time.Hour), NotAfter: now.Add(-24 * time.Hour), IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _ = c.(*tls.Conn).Handshake(); c.Close() }()
+		}
+	}()
+	return l.Addr().String()
 }

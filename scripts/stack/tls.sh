@@ -10,7 +10,8 @@
 #     listener that requires a client certificate;
 #   * the schema registry over HTTPS with basic auth: registry_tls_proxy.py, a TLS-terminating
 #     reverse proxy in front of the registry (Apicurio 2.4.2 authenticates only through an OIDC
-#     server, Keycloak; its "basic auth" is client credentials exchanged for an OIDC token).
+#     server, Keycloak; its "basic auth" is client credentials exchanged for an OIDC token),
+#     and on a second port over mutual TLS (client certificates signed by the stack's CA).
 # Passwords are random per stack dir, in files readable by root only.
 
 TLS_DIR=$STACK_DIR/tls
