@@ -614,6 +614,188 @@ def cmd_mergebench(a):
             json.dump(res, f, indent=2)
 
 
+# ------------------------------------------------------------------ scale-out
+def metrics_of(addr):
+    """Prometheus text of one instance's /metrics → {(name, labels): value} for the series used."""
+    import urllib.request
+    out = {}
+    for line in urllib.request.urlopen(f"http://{addr}/metrics", timeout=10).read().decode().splitlines():
+        if line.startswith("#") or " " not in line:
+            continue
+        name, val = line.rsplit(" ", 1)
+        out[name] = float(val)
+    return out
+
+
+def msum(ms, prefix, must=""):
+    return sum(v for k, v in ms.items() if k.split("{")[0] == prefix and must in k)
+
+
+def cmd_scaleout(a):
+    """Several instances of one sink on one table (docs/scaling.md): the same stream (snapshot
+    bootstrapped, then a backlog of changes) drained by 1, 2, … instances of one sink in one
+    consumer group, partition-aligned layout. CPU-s per million events over all instances'
+    processes, re-plans and rebases per commit, keys indexed per instance; the gate checks every
+    table against Expected()."""
+    if not a.no_build:
+        build(a)
+    a.live, a.rate = 0, 0
+    runid = a.runid or f"{time.strftime('%m%d%H%M%S')}-scale-{a.size}"
+    base = os.path.join(a.work, runid)
+    os.makedirs(base, exist_ok=True)
+    stats_file = os.path.join(base, "stream.json")
+    a.changes_file = os.path.join(base, "changes.jsonl")
+    sh(gen_cmd(a, "unused", "-stats", stats_file, "-expected", os.devnull))
+    stats = json.load(open(stats_file))
+    a.split = stats["change_records"]
+    sink = f"bench-{runid}"
+    out = {"runid": runid, "seed": a.seed, "size": a.size, "backlog_events": a.backlog, "batch": a.batch,
+           "layout": a.layout, "max_interval_s": a.max_interval, "format": a.format, "partitions": a.partitions, "row_width": a.row_width,
+           "duplicates": a.duplicates, "late": a.late, "late_distance": a.late_distance,
+           "stream": {k: stats[k] for k in ("counts", "snapshot_records", "change_records", "avg_record_bytes")},
+           "started": dt.datetime.now(dt.timezone.utc).isoformat(), "nproc": os.cpu_count(), "results": []}
+
+    def config(work, topic, group, inst, listen):
+        cfg = os.path.join(work, f"cdc-sink-{inst}.yaml")
+        with open(cfg, "w") as f:
+            json.dump({"sink": sink, "instance_id": inst,
+                       # the instances are held with SIGSTOP while the backlog is produced
+                       "kafka": {"brokers": [a.brokers], "group": group, "topics": [topic],
+                                 "properties": {"session.timeout.ms": "600000", "max.poll.interval.ms": "900000"}},
+                       "tables": {"map": {topic: os.path.join(work, "table")}, "layout": a.layout},
+                       "batch": {"max_records": a.batch, "max_interval": f"{int(a.max_interval * 1000)}ms"},
+                       "quarantine": {"file": os.path.join(work, "quarantine.jsonl")},
+                       "http": {"listen": listen, "pprof": a.pprof}, "log": {"level": "info", "format": "json"}}, f)
+        return cfg
+
+    os.makedirs(a.out, exist_ok=True)
+    raw = os.path.join(a.out, f"scaleout-{runid}.json")
+    for n in [int(x) for x in a.instances.split(",")]:
+        # Each n on its own topic with the same stream (same seed): Kafka hands a new group's
+        # partitions to its first member at once, so the instances must all own partitions
+        # before the backlog exists. Snapshot and bootstrap (aligned: one file per partition
+        # per batch) are not measured.
+        topic = f"bench.{runid}.n{n}"
+        work = os.path.join(base, f"n{n}")
+        os.makedirs(work)
+        table = os.path.join(work, "table")
+        offs_file = os.path.join(work, "produced.txt")
+        say(f"== {n} instance(s): topic {topic}")
+        sh(gen_cmd(a, topic, "-part", "snapshot", "-offsets", offs_file))
+        snap_n = sum(ends(read_offsets(offs_file)).values())
+        t0 = time.time()
+        with open(os.path.join(work, "replay.log"), "w") as logf:
+            sh([os.path.join(a.bin, "cdc-sink"), "replay", "--config", config(work, topic, "unused", "boot", ""), "--topics", topic,
+                "--brokers", a.brokers, "--starting", "earliest", "--sink-name", sink, "--batch-records", "200000", "--quiet"],
+               stdout=logf, stderr=logf)
+        boot_s = time.time() - t0
+        say(f"bootstrapped {a.size} rows in {boot_s:.1f}s")
+        procs, addrs, logs = [], [], []
+        for i in range(n):
+            addrs.append(f"127.0.0.1:{free_port()}")
+            logs.append(os.path.join(work, f"i{i}.log"))
+            logf = open(logs[-1], "w")
+            procs.append(subprocess.Popen([os.path.join(a.bin, "cdc-sink"), "run", "--config",
+                                           config(work, topic, f"bench.{runid}.n{n}", f"i{i}", addrs[-1])], stdout=logf, stderr=logf))
+
+        def owned(path):
+            lg = open(path).read()
+            return lg.count('"msg":"partition assigned"') - lg.count('"msg":"partition revoked"')
+        # every instance owns partitions (the group settled, each opened its table) before the
+        # backlog exists; then all are stopped while it is produced and resumed together, so the
+        # drain is measured with all n sharing it from the first record
+        deadline = time.time() + 300
+        while not (all(owned(x) > 0 for x in logs) and sum(owned(x) for x in logs) == a.partitions):
+            for p in procs:
+                if p.poll() is not None:
+                    raise SystemExit(f"an instance exited early (rc {p.returncode}), see {work}/i*.log")
+            if time.time() > deadline:
+                raise SystemExit(f"{n} instances: the group did not settle in 5 min, see {work}/i*.log")
+            time.sleep(0.5)
+        time.sleep(2)  # the first (empty) poll after assignment: not synchronisation of results
+        for p in procs:
+            p.send_signal(signal.SIGSTOP)
+        sh(gen_cmd(a, topic, "-part", "changes", "-offsets", offs_file))
+        want = ends(read_offsets(offs_file))
+        n_changes = sum(want.values()) - snap_n
+        t_go = time.time()
+        samples = [(t_go,) + usage([q for p in procs for q in tree(p.pid)])]
+        for p in procs:
+            p.send_signal(signal.SIGCONT)
+        deadline = time.time() + a.timeout
+        while True:
+            samples.append((time.time(),) + usage([q for p in procs for q in tree(p.pid)]))
+            pr = cdc_progress(table, sink, topic)
+            if pr and covered(pr[-1]["offsets"], want):
+                break
+            for p in procs:
+                if p.poll() is not None:
+                    raise SystemExit(f"an instance exited early (rc {p.returncode}), see {work}/i*.log")
+            if time.time() > deadline:
+                raise SystemExit(f"{n} instances: timeout")
+            time.sleep(0.5)
+        t_done = time.time()
+        ms = [metrics_of(x) for x in addrs]
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            p.wait(timeout=120)
+        commits = [r for r in pr if r["t_end"] >= t_go]
+        cpu_total = samples[-1][1] - samples[0][1]
+        # steady window: from the first commit after every instance has committed once
+        first = {}
+        for v, mt, acts, _ in delta_commits(table):
+            for x in acts:
+                ci = x.get("commitInfo")
+                if ci and mt >= t_go:
+                    first.setdefault((ci.get("operationParameters") or {}).get("instance"), mt)
+        t1 = max(first.values()) if first else t_go
+        win = [r for r in commits if r["t_end"] >= t1]
+        def at(t):
+            best = samples[0]
+            for s_ in samples:
+                if s_[0] <= t:
+                    best = s_
+            return best[1]
+        res = {"instances": n, "table": table, "contender": f"cdc-sink x{n}", "wall_seconds": t_done - t_go,
+               "bootstrap_seconds": boot_s, "change_records": n_changes,
+               "cpu_s_total": cpu_total, "cpu_s_per_million": cpu_total / n_changes * 1e6,
+               "commits": len(commits),
+               "replans": sum(msum(m, "cdcsink_commit_conflicts_total") for m in ms),
+               "rebases": sum(msum(m, "cdcsink_commit_rebases_total") for m in ms),
+               "attempts": sum(msum(m, "cdcsink_commit_attempts_count") for m in ms),
+               "keys_indexed": [msum(m, "cdcsink_index_keys", 'kind="indexed"') for m in ms],
+               "keys_located": [msum(m, "cdcsink_index_keys", 'kind="located"') for m in ms],
+               "commits_per_instance": {k: 0 for k in first},
+               "peak_rss_mib_sum": max(s_[2] for s_ in samples) / 2**20, "load_avg_end": loadavg()}
+        if len(win) >= 2:
+            recs = sum(win[-1]["offsets"].get(p, 0) for p in want) - sum(win[0]["offsets"].get(p, 0) for p in want)
+            if recs > 0:
+                res["steady"] = {"records": recs, "seconds": win[-1]["t_end"] - win[0]["t_end"],
+                                 "cpu_s_per_million": (at(win[-1]["t_end"]) - at(win[0]["t_end"])) / recs * 1e6}
+        for v, mt, acts, _ in delta_commits(table):
+            for x in acts:
+                ci = x.get("commitInfo")
+                if ci and mt >= t_go:
+                    k = (ci.get("operationParameters") or {}).get("instance")
+                    res["commits_per_instance"][k] = res["commits_per_instance"].get(k, 0) + 1
+        res["replans_per_commit"] = res["replans"] / max(1, res["attempts"])
+        res["rebases_per_commit"] = res["rebases"] / max(1, res["attempts"])
+        say(f"{n} instance(s): {json.dumps({k: v for k, v in res.items() if k != 'table'})}")
+        out["results"].append(res)
+        with open(raw, "w") as f:
+            json.dump(out, f, indent=2)
+    out["gate"] = gate(a, out["results"], runid)
+    out["finished"] = dt.datetime.now(dt.timezone.utc).isoformat()
+    say("gate:", {k: (v["equal_to_expected"], v["diff_keys"]) for k, v in out["gate"]["tables"].items()})
+    with open(raw, "w") as f:
+        json.dump(out, f, indent=2)
+    if not a.keep:
+        shutil.rmtree(base, ignore_errors=True)
+    if not out["gate"]["pass"]:
+        raise SystemExit("correctness gate FAILED")
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -639,12 +821,32 @@ def main():
     r.add_argument("--runid", default="")
     r.add_argument("--keep", action="store_true")
     r.add_argument("--no-build", action="store_true")
+    so = sub.add_parser("scaleout")
+    so.add_argument("--size", type=int, default=100000, help="table size: snapshot rows")
+    so.add_argument("--backlog", type=int, default=100000, help="change events drained by 1, 2, … instances")
+    so.add_argument("--instances", default="1,2,3")
+    so.add_argument("--pprof", action="store_true", help="serve /debug/pprof/ on each instance's listener (profiles)")
+    so.add_argument("--layout", default="partition", choices=["partition", "batch"],
+                    help="tables.layout of the bootstrap and the instances (batch: the one-file-per-batch baseline)")
+    so.add_argument("--batch", type=int, default=10000)
+    so.add_argument("--max-interval", type=float, default=0.25)
+    so.add_argument("--partitions", type=int, default=6)
+    so.add_argument("--row-width", type=int, default=200)
+    so.add_argument("--duplicates", type=float, default=0.02)
+    so.add_argument("--late", type=float, default=0.01)
+    so.add_argument("--late-distance", type=int, default=6000)
+    so.add_argument("--seed", type=int, default=7)
+    so.add_argument("--timeout", type=float, default=3600)
+    so.add_argument("--runid", default="")
+    so.add_argument("--keep", action="store_true")
+    so.add_argument("--no-build", action="store_true")
+    so.set_defaults(format="json-plain", registry="")
     m = sub.add_parser("mergebench")
     m.add_argument("--sizes", default="100000,1000000")
     m.add_argument("--batch", type=int, default=10000)
     m.add_argument("--batches", type=int, default=10)
     m.add_argument("--no-build", action="store_true")
-    for p in (r, m):
+    for p in (r, m, so):
         p.add_argument("--brokers", default=os.environ.get("BENCH_BROKERS", "127.0.0.1:9092"))
         p.add_argument("--work", default=os.environ.get("BENCH_WORK", "/tmp/cdcsink-bench"))
         p.add_argument("--bin", default=os.environ.get("BENCH_BIN", "/tmp/cdcsink-bench/bin"))
@@ -669,6 +871,8 @@ def main():
         cmd_run(a)
     elif a.cmd == "mergebench":
         cmd_mergebench(a)
+    elif a.cmd == "scaleout":
+        cmd_scaleout(a)
     elif a.cmd == "regate":
         cmd_regate(a)
     else:
