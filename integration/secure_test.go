@@ -27,6 +27,7 @@ import (
 	"github.com/confluentinc/confluent-kafka-go/v2/kafka"
 
 	"github.com/cdcsink/cdc-sink/internal/deltacheck"
+	"github.com/cdcsink/cdc-sink/internal/tlstest"
 )
 
 // secureStack is what scripts/stack/env.sh exports for the stack's TLS endpoints (tls.sh).
@@ -443,19 +444,5 @@ func expiredTLSServer(t *testing.T, sec secureStack) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() { _ = c.(*tls.Conn).Handshake(); c.Close() }()
-		}
-	}()
-	return l.Addr().String()
+	return tlstest.Serve(t, tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key})
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cdcsink/cdc-sink/internal/tlstest"
 	"github.com/cdcsink/cdc-sink/source"
 )
 
@@ -48,21 +49,7 @@ func TestExplainBrokerCert(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{der}, PrivateKey: key}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				go func() { _ = c.(*tls.Conn).Handshake(); c.Close() }()
-			}
-		}()
-		return l.Addr().String()
+		return tlstest.Serve(t, tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key})
 	}
 	cases := []struct {
 		name, addr, want string // want "": the error unchanged
