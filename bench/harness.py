@@ -785,14 +785,17 @@ def cmd_scaleout(a):
         out["results"].append(res)
         with open(raw, "w") as f:
             json.dump(out, f, indent=2)
-    out["gate"] = gate(a, out["results"], runid)
+    if a.no_gate:  # a re-measurement of figures: say so in the results
+        out["gate"] = {"skipped": True, "pass": None}
+    else:
+        out["gate"] = gate(a, out["results"], runid)
+        say("gate:", {k: (v["equal_to_expected"], v["diff_keys"]) for k, v in out["gate"]["tables"].items()})
     out["finished"] = dt.datetime.now(dt.timezone.utc).isoformat()
-    say("gate:", {k: (v["equal_to_expected"], v["diff_keys"]) for k, v in out["gate"]["tables"].items()})
     with open(raw, "w") as f:
         json.dump(out, f, indent=2)
     if not a.keep:
         shutil.rmtree(base, ignore_errors=True)
-    if not out["gate"]["pass"]:
+    if out["gate"]["pass"] is False:
         raise SystemExit("correctness gate FAILED")
 
 
@@ -826,6 +829,7 @@ def main():
     so.add_argument("--backlog", type=int, default=100000, help="change events drained by 1, 2, … instances")
     so.add_argument("--instances", default="1,2,3")
     so.add_argument("--pprof", action="store_true", help="serve /debug/pprof/ on each instance's listener (profiles)")
+    so.add_argument("--no-gate", action="store_true", help="skip the correctness gate (recorded as skipped in the results)")
     so.add_argument("--layout", default="partition", choices=["partition", "batch"],
                     help="tables.layout of the bootstrap and the instances (batch: the one-file-per-batch baseline)")
     so.add_argument("--batch", type=int, default=10000)
