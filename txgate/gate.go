@@ -141,9 +141,11 @@ type txState struct {
 	released bool               // whole, or forced: every record of it goes through
 	forced   bool               // released in parts: passed without done
 	held     int                // records of it in the queues
+	queues   []*tp              // the partitions holding its records (few: a transaction's rows of one table)
 }
 
 type queue[T any] struct {
+	key  tp
 	recs []held[T]
 	head int
 }
@@ -219,7 +221,7 @@ func (g *Gate[T]) Add(r Record[T]) error {
 	k := tp{r.Topic, r.Partition}
 	q := g.queues[k]
 	if q == nil {
-		q = &queue[T]{}
+		q = &queue[T]{key: k}
 		g.queues[k] = q
 		g.qorder = append(g.qorder, k)
 	}
@@ -242,6 +244,9 @@ func (g *Gate[T]) Add(r Record[T]) error {
 				tx.seen[r.Order] = struct{}{}
 			}
 			tx.held++
+			if n := len(tx.queues); n == 0 || *tx.queues[n-1] != k {
+				tx.queues = append(tx.queues, &q.key)
+			}
 			h.tx, h.c = tx, c
 		}
 	}
@@ -257,14 +262,19 @@ func (g *Gate[T]) Add(r Record[T]) error {
 // transaction block behind them). Over the bounds, the transactions of the
 // oldest held records are released in parts until the gate is within them.
 func (g *Gate[T]) Release() []Record[T] {
-	var out []Record[T]
+	// Every releasable head goes first (records without a transaction
+	// block, copies); then each collection walks its ENDs, popping the
+	// partitions of each transaction it releases; a last sweep takes what
+	// those uncovered behind them on other partitions' heads.
+	out := g.popAll(nil)
 	for {
-		passed := 0
+		n, passed := len(out), 0
 		for _, c := range g.colls {
-			passed += g.advance(c)
+			var p int
+			out, p = g.advance(c, out)
+			passed += p
 		}
-		n := len(out)
-		out = g.pop(out)
+		out = g.popAll(out)
 		if passed == 0 && len(out) == n {
 			break
 		}
@@ -277,7 +287,7 @@ func (g *Gate[T]) Release() []Record[T] {
 		h.tx.released, h.tx.forced = true, true
 		h.tx.seen, h.tx.done = nil, nil
 		g.stats.Forced++
-		out = g.pop(out)
+		out = g.popTx(h.tx, out)
 	}
 	g.trim()
 	return out
@@ -289,7 +299,7 @@ func (g *Gate[T]) Release() []Record[T] {
 // gone out once (pop), so that Through never counts a transaction the table
 // does not hold. It
 // returns the number of ENDs passed or transactions released.
-func (g *Gate[T]) advance(c *coll) (n int) {
+func (g *Gate[T]) advance(c *coll, out []Record[T]) (_ []Record[T], n int) {
 	for c.next < g.base+len(g.ends) {
 		e := &g.ends[c.next-g.base]
 		if e.CommitLSN <= c.through {
@@ -306,19 +316,20 @@ func (g *Gate[T]) advance(c *coll) (n int) {
 		}
 		tx := c.txs[e.TxID]
 		if tx == nil {
-			return n // none of its records read yet
+			return out, n // none of its records read yet
 		}
 		if !tx.released {
 			if int64(len(tx.seen)) < want {
-				return n
+				return out, n
 			}
 			tx.released = true
 			tx.seen = nil
 			g.stats.Transactions++
 			n++
+			out = g.popTx(tx, out)
 		}
 		if !tx.forced && int64(len(tx.done)) < want {
-			return n // pop first (copies may stay held: they go out later)
+			return out, n // records of it behind others still held (copies go out later)
 		}
 		// From here on its copies are recognised by Prev < through.
 		delete(c.txs, e.TxID)
@@ -327,12 +338,31 @@ func (g *Gate[T]) advance(c *coll) (n int) {
 		c.next++
 		n++
 	}
-	return n
+	return out, n
 }
 
-func (g *Gate[T]) pop(out []Record[T]) []Record[T] {
+// popAll pops every queue's releasable head records.
+func (g *Gate[T]) popAll(out []Record[T]) []Record[T] {
 	for _, k := range g.qorder {
-		q := g.queues[k]
+		out = g.pop(g.queues[k], out)
+	}
+	return out
+}
+
+// popTx pops the queues holding records of a transaction just released.
+func (g *Gate[T]) popTx(tx *txState, out []Record[T]) []Record[T] {
+	for _, k := range tx.queues {
+		if q := g.queues[*k]; q != nil {
+			out = g.pop(q, out)
+		}
+	}
+	tx.queues = nil
+	return out
+}
+
+// pop takes a queue's releasable head records.
+func (g *Gate[T]) pop(q *queue[T], out []Record[T]) []Record[T] {
+	{
 		for q.head < len(q.recs) {
 			h := &q.recs[q.head]
 			if h.tx != nil && !h.tx.released {
