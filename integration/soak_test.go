@@ -25,7 +25,9 @@ import (
 // a network partition), the sinks' disk full. After every round the load stops and the test
 // waits for a quiet point: both tables equal Postgres (verify), delta-rs reads the same rows with
 // no key twice, nothing was quarantined, and each history table holds every topic offset exactly
-// once. The figures (records, faults of each kind, recovery times) go to the log and, when
+// once. Every fourth quiet point, `cdc-sink table optimize` compacts both tables beside the
+// running sinks and the checks run again. The figures (records, faults of each kind, recovery
+// times) go to the log and, when
 // CDC_SINK_SOAK_REPORT names a file, to that file as JSON.
 func TestSoak(t *testing.T) {
 	needStack(t)
@@ -96,6 +98,7 @@ func TestSoak(t *testing.T) {
 		Quiet    time.Duration `json:"quiet_ns"`    // load stopped → verify passes for every table
 	}
 	var faults []faultRec
+	optimized := 0 // quiet points followed by a table optimize of every table
 	kinds := []string{"sink-kill-9", "connect-kill-9", "broker-kill-9", "broker-freeze", "disk-full"}
 	if disk == "" {
 		kinds = kinds[:4]
@@ -196,6 +199,23 @@ func TestSoak(t *testing.T) {
 			f.noDuplicateKeys(t, p)
 			f.historyAtEnd(t, p)
 		}
+		if round%4 == 0 {
+			// compaction beside the running sinks, as operators run it (docs/runbook.md: keep
+			// files with deletion vectors under ~500 for delta-rs readers); the tables must
+			// read the same afterwards
+			for _, p := range f.pipes {
+				out, code := runCLI("table", "optimize", p.Sink.TableDir)
+				if code != 0 {
+					t.Fatalf("round %d: table optimize %s: exit %d: %s", round, p.Sink.TableDir, code, out)
+				}
+				t.Logf("round %d: %s", round, strings.TrimSpace(strings.SplitN(out, "\n", 2)[0]))
+			}
+			optimized++
+			f.converge(t, 10*time.Minute)
+			for _, p := range f.pipes {
+				f.noDuplicateKeys(t, p)
+			}
+		}
 		faults = append(faults, rec)
 		t.Logf("round %d: %s (held %s): recovered in %s, quiet point in %s; topic ends %v", round, kind,
 			rec.Held.Round(10*time.Millisecond), rec.Recovery.Round(10*time.Millisecond), rec.Quiet.Round(10*time.Millisecond), target)
@@ -216,7 +236,7 @@ func TestSoak(t *testing.T) {
 	}
 	report := map[string]any{
 		"duration_s": time.Since(start).Seconds(), "seed": seed, "rounds": len(faults), "faults": byKind,
-		"records": records, "lost": 0, "duplicates": 0, "quarantined": 0,
+		"records": records, "lost": 0, "duplicates": 0, "quarantined": 0, "optimized_rounds": optimized,
 		"longest_recovery_s": longest.Recovery.Seconds(), "longest_recovery_kind": longest.Kind, "rounds_detail": faults,
 	}
 	b, _ := json.MarshalIndent(report, "", "  ")
