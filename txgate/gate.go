@@ -297,8 +297,8 @@ func (g *Gate[T]) Release() []Record[T] {
 // the gate, in commit order: the transaction at the collection's position is
 // released once complete (or forced), and passed once its records have all
 // gone out once (pop), so that Through never counts a transaction the table
-// does not hold. It
-// returns the number of ENDs passed or transactions released.
+// does not hold. It returns the number of ENDs passed or transactions
+// released.
 func (g *Gate[T]) advance(c *coll, out []Record[T]) (_ []Record[T], n int) {
 	for c.next < g.base+len(g.ends) {
 		e := &g.ends[c.next-g.base]
