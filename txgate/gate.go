@@ -141,11 +141,10 @@ type txState struct {
 	released bool               // whole, or forced: every record of it goes through
 	forced   bool               // released in parts: passed without done
 	held     int                // records of it in the queues
-	queues   []*tp              // the partitions holding its records (few: a transaction's rows of one table)
+	queues   []tp               // the partitions holding its records (few: a transaction's rows of one table)
 }
 
 type queue[T any] struct {
-	key  tp
 	recs []held[T]
 	head int
 }
@@ -154,7 +153,6 @@ type held[T any] struct {
 	seq int64
 	rec Record[T]
 	tx  *txState // nil: released with the records before it
-	c   *coll
 }
 
 // New returns an empty gate.
@@ -221,7 +219,7 @@ func (g *Gate[T]) Add(r Record[T]) error {
 	k := tp{r.Topic, r.Partition}
 	q := g.queues[k]
 	if q == nil {
-		q = &queue[T]{key: k}
+		q = &queue[T]{}
 		g.queues[k] = q
 		g.qorder = append(g.qorder, k)
 	}
@@ -244,10 +242,10 @@ func (g *Gate[T]) Add(r Record[T]) error {
 				tx.seen[r.Order] = struct{}{}
 			}
 			tx.held++
-			if n := len(tx.queues); n == 0 || *tx.queues[n-1] != k {
-				tx.queues = append(tx.queues, &q.key)
+			if n := len(tx.queues); n == 0 || tx.queues[n-1] != k {
+				tx.queues = append(tx.queues, k)
 			}
-			h.tx, h.c = tx, c
+			h.tx = tx
 		}
 	}
 	q.recs = append(q.recs, h)
@@ -352,7 +350,7 @@ func (g *Gate[T]) popAll(out []Record[T]) []Record[T] {
 // popTx pops the queues holding records of a transaction just released.
 func (g *Gate[T]) popTx(tx *txState, out []Record[T]) []Record[T] {
 	for _, k := range tx.queues {
-		if q := g.queues[*k]; q != nil {
+		if q := g.queues[k]; q != nil {
 			out = g.pop(q, out)
 		}
 	}
@@ -362,32 +360,31 @@ func (g *Gate[T]) popTx(tx *txState, out []Record[T]) []Record[T] {
 
 // pop takes a queue's releasable head records.
 func (g *Gate[T]) pop(q *queue[T], out []Record[T]) []Record[T] {
-	{
-		for q.head < len(q.recs) {
-			h := &q.recs[q.head]
-			if h.tx != nil && !h.tx.released {
-				break
-			}
-			out = append(out, h.rec)
-			if h.tx != nil {
-				h.tx.held--
-				if h.tx.done != nil {
-					h.tx.done[h.rec.Order] = struct{}{}
-				}
-			}
-			g.held--
-			g.heldBytes -= h.rec.Bytes
-			g.stats.Released++
-			*h = held[T]{}
-			q.head++
+	for q.head < len(q.recs) {
+		h := &q.recs[q.head]
+		if h.tx != nil && !h.tx.released {
+			break
 		}
-		if q.head == len(q.recs) {
-			q.recs, q.head = q.recs[:0], 0
-		} else if q.head > 1024 && q.head*2 > len(q.recs) {
-			n := copy(q.recs, q.recs[q.head:])
-			clear(q.recs[n:])
-			q.recs, q.head = q.recs[:n], 0
+		out = append(out, h.rec)
+		if h.tx != nil {
+			h.tx.held--
+			if h.tx.done != nil {
+				h.tx.done[h.rec.Order] = struct{}{}
+			}
 		}
+		g.held--
+		g.heldBytes -= h.rec.Bytes
+		g.stats.Released++
+		*h = held[T]{}
+		q.head++
+	}
+	// reuse the queue's array once drained, compact it once mostly consumed
+	if q.head == len(q.recs) {
+		q.recs, q.head = q.recs[:0], 0
+	} else if q.head > 1024 && q.head*2 > len(q.recs) {
+		n := copy(q.recs, q.recs[q.head:])
+		clear(q.recs[n:])
+		q.recs, q.head = q.recs[:n], 0
 	}
 	return out
 }
@@ -442,8 +439,8 @@ func (g *Gate[T]) Last(collection string) int64 {
 // ResumeOffset is the transaction-topic offset to read the collection's ENDs
 // from after a restart: its first END not passed yet, or the one after the
 // newest END read (Restore's offset, or -1, when no END was read yet). A
-// table commit records it beside
-// Through; after a restart the topic is read from the lowest of the tables'.
+// table commit records it beside Through; after a restart the topic is read
+// from the lowest of the tables'.
 func (g *Gate[T]) ResumeOffset(collection string) int64 {
 	c, ok := g.colls[collection]
 	if !ok {

@@ -1,6 +1,7 @@
 package txgate
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -258,13 +259,7 @@ func runModel(t *testing.T, seed uint64, cfg Config) bool {
 		tps = append(tps, k)
 	}
 	slices.SortFunc(tps, func(a, b tp) int {
-		if a.topic != b.topic {
-			if a.topic < b.topic {
-				return -1
-			}
-			return 1
-		}
-		return int(a.partition - b.partition)
+		return cmp.Or(cmp.Compare(a.topic, b.topic), cmp.Compare(a.partition, b.partition))
 	})
 	// the table: per collection, the (tx, order) applied; per partition the next offset
 	applied := map[string]map[[2]int64]bool{}
