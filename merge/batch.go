@@ -47,6 +47,12 @@ type Batch struct {
 	// table's commit is written (history tables: written first, so a crash
 	// between the two commits is caught up by recomputing the same outcomes).
 	BeforeCommit BeforeCommitFunc
+	// Domains are domain metadata (domain → configuration) written in the
+	// same commit, so that they hold exactly when the batch's offsets do
+	// (the transaction-consistency watermark). They must not be the sink's
+	// versioning domains (layout.TrackerPartitionDomain); Apply refuses
+	// them. Table.Domain reads them back.
+	Domains map[string]string
 }
 
 // Reject is a change the merge refuses (version_conflict, schema_mismatch…).

@@ -164,6 +164,7 @@ type state struct {
 	adopted map[string]bool
 	offsets map[TP]int64
 	tracker []versioning.PartitionState
+	domains map[string]string // every domain metadata of the table but the trackers'
 	batchID int64 // this instance's batch counter (txn layout.BatchAppID)
 	topID   int64 // highest batch id of any instance of the sink
 	colMaps map[*normalize.Schema]*colMap
@@ -279,6 +280,17 @@ func (t *Table) TrackerState() []versioning.PartitionState {
 	return t.st.tracker
 }
 
+// Domain is the configuration of a domain metadata of the table as of the
+// last commit this process read or wrote (Batch.Domains); ok is false when
+// the table has none (or does not exist yet).
+func (t *Table) Domain(name string) (string, bool) {
+	if t.st == nil {
+		return "", false
+	}
+	cfg, ok := t.st.domains[name]
+	return cfg, ok
+}
+
 // LastBatchID is this instance's last committed batch id (0: none).
 func (t *Table) LastBatchID() int64 {
 	if t.st == nil {
@@ -388,6 +400,12 @@ func (t *Table) loadState(ctx context.Context, snap *snapshotView) (*state, erro
 		return nil, fmt.Errorf("table %s: %w", t.dir, err)
 	}
 	st.tracker = tracker
+	st.domains = map[string]string{}
+	for d, cfg := range snap.domains {
+		if _, _, _, ok := layout.ParseTrackerDomain(t.opts.Sink, d); !ok {
+			st.domains[d] = cfg
+		}
+	}
 	for _, a := range snap.files {
 		fs := &fileState{add: a, rows: -1, part: filePartition(a)}
 		if a.DeletionVector != nil {
@@ -775,6 +793,12 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 		plan.txns = append(plan.txns, delta.Txn{AppID: offsetAppID(t.opts.Sink, tp), Version: o, LastUpdated: ptr(now.UnixMilli())})
 	}
 	plan.domains = append(plan.domains, domains...)
+	for _, d := range slices.Sorted(maps.Keys(b.Domains)) {
+		if _, _, _, ok := layout.ParseTrackerDomain(t.opts.Sink, d); ok {
+			return nil, fmt.Errorf("batch domain %s: the sink's versioning state is written by Apply only", d)
+		}
+		plan.domains = append(plan.domains, delta.DomainMetadata{Domain: d, Configuration: b.Domains[d]})
+	}
 	plan.expect = expect
 	var rb *rebaseLog
 	if folded.Truncate == nil && sc == nil {
@@ -942,6 +966,7 @@ func (t *Table) afterCommit(v int64, p *plan, b *Batch, batchID int64) {
 		}
 	}
 	st.tracker = mergeTracker(st.tracker, b)
+	maps.Copy(st.domains, b.Domains)
 	for _, u := range p.dvUpdates {
 		fs := st.files[u.file]
 		fs.add = u.add

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/cdcsink/cdc-sink/internal/deltacheck"
+	"github.com/cdcsink/cdc-sink/layout"
 	"github.com/cdcsink/cdc-sink/normalize"
 	"github.com/cdcsink/cdc-sink/versioning"
 )
@@ -424,5 +425,45 @@ func TestTableConflictReplannedAndCounted(t *testing.T) {
 				t.Fatalf("next batch: %+v, %v", res, err)
 			}
 		})
+	}
+}
+
+// Batch.Domains land in the batch's commit: read back by Table.Domain, by a
+// table opened afresh and in the Delta log; the sink's own versioning
+// domains are refused.
+func TestTableBatchDomains(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	tb := openT(t, dir)
+	if _, ok := tb.Domain("cdcsink.consistency.test"); ok {
+		t.Fatal("a table that does not exist has a domain")
+	}
+	b := batchOf("dbz.public.pedidos", 1, ch(101, 'c', "CRIADO", "150.00", v(1)))
+	b.Domains = map[string]string{"cdcsink.consistency.test": `{"through":7}`}
+	res, err := tb.Apply(ctx, b, noReject(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = batchOf("dbz.public.pedidos", 2, ch(102, 'c', "CRIADO", "1.00", v(1)))
+	b.Domains = map[string]string{"cdcsink.consistency.test": `{"through":9}`}
+	if _, err := tb.Apply(ctx, b, noReject(t)); err != nil {
+		t.Fatal(err)
+	}
+	for name, x := range map[string]*Table{"writer": tb, "reopened": openT(t, dir)} {
+		if cfg, ok := x.Domain("cdcsink.consistency.test"); !ok || cfg != `{"through":9}` {
+			t.Fatalf("%s: domain = %q %v", name, cfg, ok)
+		}
+	}
+	log, err := os.ReadFile(filepath.Join(dir, "_delta_log", fmt.Sprintf("%020d.json", res.Version)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(log), `"domain":"cdcsink.consistency.test"`) {
+		t.Fatalf("commit %d lacks the domain: %s", res.Version, log)
+	}
+	b = batchOf("dbz.public.pedidos", 3, ch(103, 'c', "CRIADO", "1.00", v(1)))
+	b.Domains = map[string]string{layout.TrackerPartitionDomain("test", "dbz.public.pedidos", 0): "[]"}
+	if _, err := tb.Apply(ctx, b, noReject(t)); err == nil || !strings.Contains(err.Error(), "versioning state") {
+		t.Fatalf("a tracker domain in Batch.Domains: err = %v", err)
 	}
 }

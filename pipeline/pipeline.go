@@ -86,6 +86,9 @@ type Config struct {
 	// instead of landing (see Runner.Reseek). For consumer-group sinks
 	// (`run`); single-writer tools leave it off.
 	Fence bool
+	// Domains (may be nil) gives the domain metadata a table's batch commits
+	// with (Gated.Domains: the transaction watermark).
+	Domains func(table string) map[string]string
 	// Backoff for transient failures: starts at MinBackoff, doubles up to
 	// MaxBackoff, jittered.
 	MinBackoff, MaxBackoff time.Duration
@@ -368,6 +371,9 @@ func (p *Pipeline) prepare(ctx context.Context, w *tableWork, rep *Report) error
 
 func (p *Pipeline) apply(ctx context.Context, w *tableWork, rep *Report) (*merge.Result, error) {
 	batch := &merge.Batch{Changes: w.changes, Offsets: w.offsets, Tracker: w.tracker.State(), From: w.from}
+	if p.cfg.Domains != nil {
+		batch.Domains = p.cfg.Domains(w.name)
+	}
 	// Each record is quarantined (and counted) once per batch, however often
 	// merge calls reject: once per commit attempt after a concurrent writer
 	// won, and again when a transient failure makes this loop retry Apply.

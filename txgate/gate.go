@@ -133,6 +133,8 @@ type coll struct {
 	last    int64 // highest commit LSN of a transaction released (whole or in parts)
 	resume  int64 // Restore's resume offset, until an END is read
 	txs     map[string]*txState
+	// fromFirst: Through comes from the first transaction record (State.FromFirst)
+	fromFirst bool
 }
 
 type txState struct {
@@ -191,6 +193,62 @@ func (g *Gate[T]) Restore(collection string, through, resume int64, forced []str
 	return nil
 }
 
+// State is where a collection stands, as its table's last commit recorded
+// it (Register).
+type State struct {
+	Through int64    // every transaction with a commit LSN up to it is in the table (-1: none)
+	Last    int64    // the highest commit LSN of a transaction in the table (Last)
+	Resume  int64    // transaction-topic offset to read its ENDs from (-1: unknown)
+	Forced  []string // transactions being released in parts (Forced)
+	// FromFirst: the table holds changes but no watermark (it was written
+	// with consistency eventual). Its Through is then taken from the first
+	// record of a transaction read (that record's Prev): the transactions
+	// before it are treated as released, so the table is gated from the
+	// first transaction read whole on.
+	FromFirst bool
+}
+
+// ErrEndsDropped is returned by Register for a collection whose table is
+// behind ENDs the gate has already dropped: the caller must read the
+// transaction topic again from the collection's resume offset, with a new
+// gate.
+var ErrEndsDropped = errors.New("txgate: ENDs the collection needs were already dropped")
+
+// Register adds a collection at any time (a table first seen after the
+// gate has read records and ENDs). It fails with ErrEndsDropped when ENDs
+// above st.Through were dropped already.
+func (g *Gate[T]) Register(collection string, st State) error {
+	if _, ok := g.colls[collection]; ok {
+		return fmt.Errorf("register %s: already registered", collection)
+	}
+	if g.horizon > st.Through && !st.FromFirst {
+		return fmt.Errorf("register %s at commit LSN %d: %w (through %d)", collection, st.Through, ErrEndsDropped, g.horizon)
+	}
+	c := &coll{name: collection, next: g.base, through: st.Through, last: max(st.Last, st.Through), resume: st.Resume,
+		txs: map[string]*txState{}, fromFirst: st.FromFirst}
+	for _, id := range st.Forced {
+		c.txs[id] = &txState{released: true, forced: true}
+	}
+	g.colls[collection] = c
+	return nil
+}
+
+// Known reports whether the gate holds a collection.
+func (g *Gate[T]) Known(collection string) bool { _, ok := g.colls[collection]; return ok }
+
+// Heads returns, per partition, the first record held back (in the order
+// partitions were first seen): where a partition must be read again from
+// when the gate is rebuilt.
+func (g *Gate[T]) Heads() []Record[T] {
+	var out []Record[T]
+	for _, k := range g.qorder {
+		if q := g.queues[k]; q.head < len(q.recs) {
+			out = append(out, q.recs[q.head].rec)
+		}
+	}
+	return out
+}
+
 // ErrUnknownCollection is returned for a record of a collection that is not
 // in Config.Collections.
 var ErrUnknownCollection = errors.New("txgate: data collection not among the gate's collections")
@@ -226,6 +284,14 @@ func (g *Gate[T]) Add(r Record[T]) error {
 	g.seq++
 	h := held[T]{seq: g.seq, rec: r}
 	if r.HasTx {
+		if c.fromFirst {
+			c.fromFirst = false
+			// ENDs the gate dropped before the collection registered cannot
+			// be checked: their transactions' records go straight through too
+			if t := max(r.Prev, g.horizon); t > c.through {
+				c.through, c.last = t, max(c.last, t)
+			}
+		}
 		tx := c.txs[r.TxID]
 		switch {
 		case tx != nil:

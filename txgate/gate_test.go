@@ -436,3 +436,52 @@ func runModel(t *testing.T, seed uint64, cfg Config) bool {
 	}
 	return forced
 }
+
+// A collection registered after the gate dropped ENDs above its through is
+// refused (its transactions could not be checked); at or above them, or
+// FromFirst, it joins, and FromFirst takes Through from its first record.
+func TestRegister(t *testing.T) {
+	g := New[int](Config{Collections: []string{"a"}})
+	g.End(End{TxID: "1", CommitLSN: 10, Counts: map[string]int64{"a": 1}, Offset: 0})
+	if err := g.Add(Record[int]{Item: 1, Topic: "ta", Collection: "a", HasTx: true, TxID: "1", Order: 1, Prev: -1, LSN: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if out := g.Release(); len(out) != 1 || g.Through("a") != 10 {
+		t.Fatalf("released %v, through %d", out, g.Through("a"))
+	}
+	// END 1 is dropped now: a collection behind it cannot join
+	if err := g.Register("b", State{Through: 5, Resume: -1}); !errors.Is(err, ErrEndsDropped) {
+		t.Fatalf("register behind a dropped END: %v", err)
+	}
+	if err := g.Register("a", State{Through: 10}); err == nil {
+		t.Fatal("a collection registered twice")
+	}
+	if err := g.Register("b", State{Through: 10, Last: 10, Resume: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Register("c", State{Through: -1, Resume: -1, FromFirst: true}); err != nil {
+		t.Fatal(err)
+	}
+	// c's first record is of a transaction after 30: through is 30, the
+	// transactions before it go straight through (copies), the next is gated
+	if err := g.Add(Record[int]{Item: 2, Topic: "tc", Collection: "c", HasTx: true, TxID: "4", Order: 1, Prev: 30, LSN: 35}); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Add(Record[int]{Item: 3, Topic: "tc2", Collection: "c", HasTx: true, TxID: "3", Order: 1, Prev: 20, LSN: 25}); err != nil {
+		t.Fatal(err)
+	}
+	if g.Through("c") != 30 || !g.Known("c") || g.Known("d") {
+		t.Fatalf("through c = %d", g.Through("c"))
+	}
+	out := g.Release()
+	if len(out) != 1 || out[0].Item != 3 {
+		t.Fatalf("released %v, want only the record before c's first transaction", out)
+	}
+	if h := g.Heads(); len(h) != 1 || h[0].Item != 2 {
+		t.Fatalf("heads %v, want the held record of tx 4", h)
+	}
+	g.End(End{TxID: "4", CommitLSN: 40, Counts: map[string]int64{"c": 1}, Offset: 1})
+	if out := g.Release(); len(out) != 1 || out[0].Item != 2 || g.Through("c") != 40 || g.Through("b") != 40 || len(g.Heads()) != 0 {
+		t.Fatalf("released %v, through c %d b %d", out, g.Through("c"), g.Through("b"))
+	}
+}

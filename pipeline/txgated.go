@@ -1,0 +1,377 @@
+// consistency: transaction — the data records of a sink go through a
+// txgate.Gate between the poll and the batch, so that each table commit
+// holds whole source transactions only (docs/consistency.md).
+
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/cdcsink/cdc-sink/envelope"
+	"github.com/cdcsink/cdc-sink/merge"
+	"github.com/cdcsink/cdc-sink/source"
+	"github.com/cdcsink/cdc-sink/txgate"
+)
+
+// TxReader reads the transaction-metadata topic (*source.PartitionReader).
+type TxReader interface {
+	Poll(ctx context.Context, max int, maxWait time.Duration) ([]*source.Record, error)
+	// SeekTo makes the next Poll start at offset (-1: the earliest).
+	SeekTo(offset int64) error
+}
+
+// ConsistencyDomain is the domain metadata in which a sink's table commits
+// record the table's transaction watermark (Watermark, JSON).
+func ConsistencyDomain(sink string) string { return "cdcsink.consistency." + sink }
+
+// Watermark is where a table stands in source commit order, written with
+// each of its commits under consistency: transaction.
+type Watermark struct {
+	// Collection is the source table ("schema.table") the table follows.
+	Collection string `json:"collection"`
+	// Through: every transaction with a commit LSN up to it is in the table
+	// whole (-1: none yet).
+	Through int64 `json:"through"`
+	// Last: the highest commit LSN of a transaction the table holds.
+	Last int64 `json:"last"`
+	// Resume: the transaction-topic offset to read ENDs from after a restart
+	// (-1: from the earliest).
+	Resume int64 `json:"resume"`
+	// Forced: transactions too large for the gate's bounds, being applied
+	// in parts.
+	Forced []string `json:"forced,omitempty"`
+}
+
+// ReadWatermark reads a table's watermark from its domain metadata
+// configuration; ok is false when the table has none.
+func ReadWatermark(domain func(string) (string, bool), sink string) (w Watermark, ok bool, err error) {
+	cfg, ok := domain(ConsistencyDomain(sink))
+	if !ok || cfg == "" {
+		return Watermark{}, false, nil
+	}
+	if err := json.Unmarshal([]byte(cfg), &w); err != nil {
+		return Watermark{}, false, fmt.Errorf("transaction watermark (domain %s): %w", ConsistencyDomain(sink), err)
+	}
+	return w, true, nil
+}
+
+// GateConfig configures a Gated source.
+type GateConfig struct {
+	Sink string
+	// P decodes records (its Decoder, with its retries of transient
+	// failures) and routes them (its Router).
+	P *Pipeline
+	// Data are the data topics (the consumer group); Tx the transaction topic.
+	Data Poller
+	Tx   TxReader
+	// Seek moves data partitions back to the given next offsets, between
+	// polls (the gate was rebuilt and its held records are read again).
+	Seek func(ctx context.Context, offsets map[merge.TP]int64) error
+	// Bounds of what the gate holds (txgate.Config).
+	MaxHeldRecords int
+	MaxHeldBytes   int64
+	Logger         *slog.Logger
+}
+
+// Gated is a Poller of whole transactions: it reads the data topics and the
+// transaction topic and returns, per partition, the prefix of records whose
+// transactions are complete. Use it as Runner.Src, with Domains as the
+// pipeline's Config.Domains. Not safe for concurrent use but for
+// Invalidate.
+type Gated struct {
+	cfg  GateConfig
+	gate *txgate.Gate[*source.Record]
+	// collOf maps a table to the source collection it follows, tableOf back
+	collOf  map[string]string
+	tableOf map[string]string
+	// txFrom is where the transaction topic is read from (-1: earliest);
+	// txOn once it is being read.
+	txFrom int64
+	txOn   bool
+	// invalid, once set (partitions revoked or fenced), is returned by Poll:
+	// the gate's view of what the tables hold is no longer exact, and the
+	// sink restarts from its tables.
+	invalid chan error
+	forced  int64
+}
+
+// ErrGateInvalid: partitions left this instance, or a batch was fenced,
+// while transactions were being gated. The sink must restart (it resumes
+// exactly from its tables).
+var ErrGateInvalid = errors.New("consistency: transaction: partitions were revoked or a batch was fenced; restart to resume from the tables")
+
+// NewGated returns a Gated source.
+func NewGated(cfg GateConfig) *Gated {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	g := &Gated{cfg: cfg, collOf: map[string]string{}, tableOf: map[string]string{}, txFrom: -1, invalid: make(chan error, 1)}
+	g.gate = g.newGate()
+	return g
+}
+
+func (g *Gated) newGate() *txgate.Gate[*source.Record] {
+	return txgate.New[*source.Record](txgate.Config{MaxHeldRecords: g.cfg.MaxHeldRecords, MaxHeldBytes: g.cfg.MaxHeldBytes})
+}
+
+// Invalidate makes the next Poll fail with ErrGateInvalid (from any goroutine).
+func (g *Gated) Invalidate(reason string) {
+	select {
+	case g.invalid <- fmt.Errorf("%w (%s)", ErrGateInvalid, reason):
+	default:
+	}
+}
+
+// Held is what the gate holds back: records, bytes.
+func (g *Gated) Held() (int, int64) { return g.gate.Held() }
+
+// Stats are the gate's counters.
+func (g *Gated) Stats() txgate.Stats { return g.gate.Stats() }
+
+// Domains is the watermark domain metadata of a table at this moment: the
+// pipeline calls it when it commits the table's batch, which holds every
+// record of the table the gate has released and no other.
+func (g *Gated) Domains(table string) map[string]string {
+	coll, ok := g.collOf[table]
+	if !ok {
+		return nil
+	}
+	w := Watermark{Collection: coll, Through: g.gate.Through(coll), Last: g.gate.Last(coll),
+		Resume: g.gate.ResumeOffset(coll), Forced: g.gate.Forced(coll)}
+	b, _ := json.Marshal(w)
+	return map[string]string{ConsistencyDomain(g.cfg.Sink): string(b)}
+}
+
+// Poll reads both topics and returns the records released.
+func (g *Gated) Poll(ctx context.Context, max int, maxWait time.Duration) ([]*source.Record, error) {
+	select {
+	case err := <-g.invalid:
+		return nil, err
+	default:
+	}
+	held, _ := g.gate.Held()
+	wait := maxWait
+	if held > 0 {
+		// records wait for ENDs: read the transaction topic often
+		wait = min(maxWait, 20*time.Millisecond)
+	}
+	recs, err := g.cfg.Data.Poll(ctx, max, wait)
+	eof := errors.Is(err, io.EOF)
+	if err != nil && !eof {
+		return nil, err
+	}
+	for i, r := range recs {
+		rewound, err := g.add(ctx, r, recs[i:])
+		if err != nil {
+			return nil, err
+		}
+		if rewound {
+			break
+		}
+	}
+	if !g.txOn {
+		if err := g.startTx(); err != nil {
+			return nil, fmt.Errorf("read the transaction topic: %w", err)
+		}
+	}
+	if g.txOn {
+		tw := time.Duration(0)
+		if held, _ := g.gate.Held(); held > 0 && len(recs) == 0 {
+			tw = min(maxWait, 20*time.Millisecond)
+		}
+		ends, err := g.cfg.Tx.Poll(ctx, 10000, tw)
+		if err != nil && ctx.Err() == nil {
+			return nil, fmt.Errorf("read the transaction topic: %w", err)
+		}
+		for _, r := range ends {
+			ev, err := g.cfg.P.decode(ctx, r)
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				return nil, fmt.Errorf("transaction record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+			}
+			e, ok, err := txgate.EndOf(ev, r.Offset)
+			if err != nil {
+				return nil, fmt.Errorf("transaction record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+			}
+			if ok {
+				g.gate.End(e)
+			}
+		}
+	}
+	out := g.gate.Release()
+	if st := g.gate.Stats(); st.Forced > g.forced {
+		held, bytes := g.gate.Held()
+		g.cfg.Logger.Warn("transactions too large for the gate's bounds are applied in parts",
+			"transactions", st.Forced-g.forced, "held_records", held, "held_bytes", bytes)
+		g.forced = st.Forced
+	}
+	items := make([]*source.Record, len(out))
+	for i := range out {
+		items[i] = out[i].Item
+	}
+	if eof {
+		if held, _ := g.gate.Held(); held == 0 || len(items) == 0 {
+			// a bounded source ended: what is still held stays unapplied
+			// (its partitions' offsets stay at it)
+			return items, io.EOF
+		}
+	}
+	return items, nil
+}
+
+// add puts one data record into the gate. When the record's collection
+// needs ENDs the gate no longer has (or never read), the gate is rebuilt
+// and rest (this record and those after it) read again: rewound is true.
+func (g *Gated) add(ctx context.Context, r *source.Record, rest []*source.Record) (rewound bool, err error) {
+	plain := txgate.Record[*source.Record]{Item: r, Topic: r.Topic, Partition: r.Partition, Prev: -1, LSN: -1,
+		Bytes: int64(len(r.Key) + len(r.Value))}
+	t, table, routed, err := g.cfg.P.cfg.Route(ctx, r.Topic)
+	if err != nil {
+		return false, fmt.Errorf("route topic %s: %w", r.Topic, err)
+	}
+	ev, derr := g.cfg.P.decode(ctx, r)
+	if derr != nil && ctx.Err() != nil {
+		return false, ctx.Err()
+	}
+	rec := plain
+	if routed && derr == nil && ev.Kind == envelope.KindChange {
+		if rec, err = txgate.RecordOf(r, r.Topic, r.Partition, ev, plain.Bytes); err != nil {
+			// the pipeline applies it (or quarantines it) as any other record
+			g.cfg.Logger.Warn("record with an unreadable transaction id is not gated", "topic", r.Topic,
+				"partition", r.Partition, "offset", r.Offset, "err", err)
+			rec = plain
+		}
+	}
+	if rec.HasTx {
+		if prev, ok := g.tableOf[rec.Collection]; ok && prev != table {
+			return false, fmt.Errorf("record %s/%d@%d: collection %s goes to tables %s and %s; consistency: transaction needs one table per source table",
+				r.Topic, r.Partition, r.Offset, rec.Collection, prev, table)
+		}
+		if prev, ok := g.collOf[table]; ok && prev != rec.Collection {
+			return false, fmt.Errorf("record %s/%d@%d: table %s receives collections %s and %s; consistency: transaction needs one source table per table",
+				r.Topic, r.Partition, r.Offset, table, prev, rec.Collection)
+		}
+		if !g.gate.Known(rec.Collection) {
+			rewound, err := g.register(ctx, t, table, rec.Collection, r, rest)
+			if err != nil || rewound {
+				return rewound, err
+			}
+		}
+	}
+	return false, g.gate.Add(rec)
+}
+
+// register adds a collection at the state its table's last commit recorded.
+func (g *Gated) register(ctx context.Context, t Table, table, coll string, r *source.Record, rest []*source.Record) (bool, error) {
+	st := txgate.State{Through: -1, Last: -1, Resume: -1}
+	dt, ok := t.(interface{ Domain(string) (string, bool) })
+	if !ok {
+		return false, fmt.Errorf("table %s cannot hold a transaction watermark", table)
+	}
+	w, found, err := ReadWatermark(dt.Domain, g.cfg.Sink)
+	if err != nil {
+		return false, fmt.Errorf("table %s: %w", table, err)
+	}
+	switch {
+	case found && w.Collection != coll:
+		return false, fmt.Errorf("table %s: its watermark follows %s, record %s/%d@%d is of %s",
+			table, w.Collection, r.Topic, r.Partition, r.Offset, coll)
+	case found:
+		st = txgate.State{Through: w.Through, Last: w.Last, Resume: w.Resume, Forced: w.Forced}
+	default:
+		if _, has := t.NextOffset(r.Topic, r.Partition); has {
+			// written before with consistency eventual
+			st.FromFirst = true
+			g.cfg.Logger.Info("table has no transaction watermark: gating starts at the first transaction read",
+				"table", table, "collection", coll)
+		}
+	}
+	g.collOf[table], g.tableOf[coll] = coll, table
+	// ENDs it needs that were never read (the topic is read from later) or
+	// were dropped: rebuild the gate and read both topics again
+	unread := g.txOn && !st.FromFirst && g.txFrom >= 0 && (st.Resume < 0 || st.Resume < g.txFrom)
+	if !unread {
+		err := g.gate.Register(coll, st)
+		if err == nil {
+			return false, nil
+		}
+		if !errors.Is(err, txgate.ErrEndsDropped) {
+			return false, err
+		}
+	}
+	return true, g.rewind(ctx, coll, st, rest)
+}
+
+// rewind rebuilds the gate: every collection at the point the old gate had
+// released to, coll at st; held records and rest are read again, and the
+// transaction topic from the lowest resume offset.
+func (g *Gated) rewind(ctx context.Context, coll string, st txgate.State, rest []*source.Record) error {
+	states := map[string]txgate.State{coll: st}
+	for c := range g.tableOf {
+		if c != coll && g.gate.Known(c) {
+			states[c] = txgate.State{Through: g.gate.Through(c), Last: g.gate.Last(c), Resume: g.gate.ResumeOffset(c), Forced: g.gate.Forced(c)}
+		}
+	}
+	seek := map[merge.TP]int64{}
+	mark := func(topic string, p int32, off int64) {
+		tp := merge.TP{Topic: topic, Partition: p}
+		if o, ok := seek[tp]; !ok || off < o {
+			seek[tp] = off
+		}
+	}
+	for _, h := range g.gate.Heads() {
+		mark(h.Topic, h.Partition, h.Item.Offset)
+	}
+	for _, r := range rest {
+		mark(r.Topic, r.Partition, r.Offset)
+	}
+	g.gate = g.newGate()
+	g.txOn = false
+	for c, s := range states {
+		if err := g.gate.Register(c, s); err != nil {
+			return fmt.Errorf("rebuild the transaction gate: %w", err)
+		}
+	}
+	g.cfg.Logger.Info("transaction gate rebuilt: a table needs transaction ENDs from further back",
+		"collection", coll, "resume", st.Resume, "partitions_reread", len(seek))
+	if len(seek) > 0 {
+		if err := g.cfg.Seek(ctx, seek); err != nil {
+			return fmt.Errorf("re-read held records: %w", err)
+		}
+	}
+	return g.startTx()
+}
+
+// startTx reads the transaction topic from the lowest resume offset of the
+// collections (the earliest when one has none).
+func (g *Gated) startTx() error {
+	from := int64(-2)
+	for c := range g.tableOf {
+		if !g.gate.Known(c) {
+			continue
+		}
+		r := g.gate.ResumeOffset(c)
+		if from == -2 || r < from {
+			from = r
+		}
+	}
+	if from == -2 {
+		return nil // no collection yet
+	}
+	if from < -1 {
+		from = -1
+	}
+	if err := g.cfg.Tx.SeekTo(from); err != nil {
+		return err
+	}
+	g.txFrom, g.txOn = from, true
+	return nil
+}
