@@ -165,8 +165,8 @@ type state struct {
 	offsets map[TP]int64
 	tracker []versioning.PartitionState
 	domains map[string]string // every domain metadata of the table but the trackers'
-	batchID int64 // this instance's batch counter (txn layout.BatchAppID)
-	topID   int64 // highest batch id of any instance of the sink
+	batchID int64             // this instance's batch counter (txn layout.BatchAppID)
+	topID   int64             // highest batch id of any instance of the sink
 	colMaps map[*normalize.Schema]*colMap
 	metaIdx [9]int // positions of the metadata columns, in metaFields order
 	// cdf: the table has Change Data Feed on, so every batch commit carries
