@@ -99,6 +99,8 @@ type Gated struct {
 	// sink restarts from its tables.
 	invalid chan error
 	forced  int64
+	// past: the counters of gates rebuilt (rewind), so Stats only grows
+	past txgate.Stats
 }
 
 // ErrGateInvalid: partitions left this instance, or a batch was fenced,
@@ -131,8 +133,13 @@ func (g *Gated) Invalidate(reason string) {
 // Held is what the gate holds back: records, bytes.
 func (g *Gated) Held() (int, int64) { return g.gate.Held() }
 
-// Stats are the gate's counters.
-func (g *Gated) Stats() txgate.Stats { return g.gate.Stats() }
+// Stats are the gate's counters since NewGated.
+func (g *Gated) Stats() txgate.Stats { return addStats(g.past, g.gate.Stats()) }
+
+func addStats(a, b txgate.Stats) txgate.Stats {
+	return txgate.Stats{Released: a.Released + b.Released, Transactions: a.Transactions + b.Transactions,
+		Forced: a.Forced + b.Forced, Redelivered: a.Redelivered + b.Redelivered, EndCopies: a.EndCopies + b.EndCopies}
+}
 
 // Domains is the watermark domain metadata of a table at this moment: the
 // pipeline calls it when it commits the table's batch, which holds every
@@ -207,7 +214,13 @@ func (g *Gated) Poll(ctx context.Context, max int, maxWait time.Duration) ([]*so
 		}
 	}
 	out := g.gate.Release()
-	if st := g.gate.Stats(); st.Forced > g.forced {
+	if g.cfg.Logger.Enabled(ctx, slog.LevelDebug) {
+		held, _ := g.gate.Held()
+		for c := range g.tableOf {
+			g.cfg.Logger.Debug("gate", "collection", c, "through", g.gate.Through(c), "resume", g.gate.ResumeOffset(c), "held", held, "released", len(out), "data_read", len(recs))
+		}
+	}
+	if st := g.Stats(); st.Forced > g.forced {
 		held, bytes := g.gate.Held()
 		g.cfg.Logger.Warn("transactions too large for the gate's bounds are applied in parts",
 			"transactions", st.Forced-g.forced, "held_records", held, "held_bytes", bytes)
@@ -250,6 +263,9 @@ func (g *Gated) add(ctx context.Context, r *source.Record, rest []*source.Record
 			rec = plain
 		}
 	}
+	if routed && derr == nil && ev.Kind == envelope.KindChange && !rec.HasTx && streamed(ev) {
+		return false, fmt.Errorf("record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, ErrNoTransactionBlock)
+	}
 	if rec.HasTx {
 		if prev, ok := g.tableOf[rec.Collection]; ok && prev != table {
 			return false, fmt.Errorf("record %s/%d@%d: collection %s goes to tables %s and %s; consistency: transaction needs one table per source table",
@@ -267,6 +283,24 @@ func (g *Gated) add(ctx context.Context, r *source.Record, rest []*source.Record
 		}
 	}
 	return false, g.gate.Add(rec)
+}
+
+// ErrNoTransactionBlock: a streamed change without Debezium's transaction
+// block under consistency: transaction. Nothing could tell which
+// transaction it belongs to, so the sink stops rather than apply it ungated.
+var ErrNoTransactionBlock = errors.New("a streamed change without a transaction block: consistency: transaction needs the connector's " +
+	"provide.transaction.metadata=true (with the unwrap SMT, also add.fields=op,schema,table,lsn,sequence,transaction.id,transaction.data_collection_order)")
+
+// streamed: not a snapshot row (those carry no transaction block).
+func streamed(ev *envelope.Event) bool {
+	if ev.Op != 0 {
+		return ev.Op != 'r'
+	}
+	switch ev.Source.Snapshot {
+	case "true", "first", "last", "first_in_data_collection", "last_in_data_collection", "incremental":
+		return false
+	}
+	return true
 }
 
 // register adds a collection at the state its table's last commit recorded.
@@ -295,6 +329,8 @@ func (g *Gated) register(ctx context.Context, t Table, table, coll string, r *so
 		}
 	}
 	g.collOf[table], g.tableOf[coll] = coll, table
+	g.cfg.Logger.Info("gating transactions of a table", "table", table, "collection", coll,
+		"through", st.Through, "resume_offset", st.Resume, "forced", len(st.Forced), "from_first", st.FromFirst)
 	// ENDs it needs that were never read (the topic is read from later) or
 	// were dropped: rebuild the gate and read both topics again
 	unread := g.txOn && !st.FromFirst && g.txFrom >= 0 && (st.Resume < 0 || st.Resume < g.txFrom)
@@ -333,6 +369,7 @@ func (g *Gated) rewind(ctx context.Context, coll string, st txgate.State, rest [
 	for _, r := range rest {
 		mark(r.Topic, r.Partition, r.Offset)
 	}
+	g.past = addStats(g.past, g.gate.Stats())
 	g.gate = g.newGate()
 	g.txOn = false
 	for c, s := range states {
@@ -373,5 +410,6 @@ func (g *Gated) startTx() error {
 		return err
 	}
 	g.txFrom, g.txOn = from, true
+	g.cfg.Logger.Info("reading the transaction topic", "from_offset", from)
 	return nil
 }

@@ -101,6 +101,19 @@ func open(ctx context.Context, store delta.Storage, name, dir string) (*Table, e
 	return &Table{Dir: name, Store: store, Delta: dt, Snap: snap, Schema: sc}, nil
 }
 
+// At is the table at an earlier version (time travel).
+func (t *Table) At(ctx context.Context, version int64) (*Table, error) {
+	snap, err := t.Delta.SnapshotAt(ctx, version)
+	if err != nil {
+		return nil, fmt.Errorf("load %s at version %d: %w", t.Dir, version, err)
+	}
+	sc, err := snap.Schema()
+	if err != nil {
+		return nil, fmt.Errorf("schema of %s at version %d: %w", t.Dir, version, err)
+	}
+	return &Table{Dir: t.Dir, Store: t.Store, Delta: t.Delta, Snap: snap, Schema: sc}, nil
+}
+
 // Version is the snapshot version.
 func (t *Table) Version() int64 { return t.Snap.Version() }
 

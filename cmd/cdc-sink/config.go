@@ -29,21 +29,25 @@ import (
 // are k=v,k=v in flags and env vars; a map given there is merged into the
 // file's map entry by entry (the same precedence per entry).
 type Config struct {
-	Sink       string       `yaml:"sink" doc:"sink name: txn appId, table owner, consumer group default, quarantine topic prefix"`
-	InstanceID string       `yaml:"instance_id" doc:"stable name of this instance when several instances of the sink write one table (a pod name): its batch txn appId is <sink>@<instance_id>; empty: <sink> (one instance)"`
-	Kafka      KafkaConf    `yaml:"kafka"`
-	Table      TableConf    `yaml:"tables"`
-	History    HistoryConf  `yaml:"history"`
-	Reg        RegConf      `yaml:"registry"`
-	Batch      BatchConf    `yaml:"batch"`
-	Quar       QuarConf     `yaml:"quarantine"`
-	HTTP       HTTPConf     `yaml:"http"`
-	Log        LogConf      `yaml:"log"`
-	Merge      MergeConf    `yaml:"merge"`
-	Schema     SchemaConf   `yaml:"schema"`
-	Storage    StorageConf  `yaml:"storage"`
-	Maint      MaintConf    `yaml:"maintenance"`
-	Rules      []rules.Rule `yaml:"rules" doc:"data-quality rules (docs/rules.md); as a flag or CDC_SINK_RULES: a YAML file holding them (replaces the file's)"`
+	Sink       string      `yaml:"sink" doc:"sink name: txn appId, table owner, consumer group default, quarantine topic prefix"`
+	InstanceID string      `yaml:"instance_id" doc:"stable name of this instance when several instances of the sink write one table (a pod name): its batch txn appId is <sink>@<instance_id>; empty: <sink> (one instance)"`
+	Kafka      KafkaConf   `yaml:"kafka"`
+	Table      TableConf   `yaml:"tables"`
+	History    HistoryConf `yaml:"history"`
+	Reg        RegConf     `yaml:"registry"`
+	Batch      BatchConf   `yaml:"batch"`
+	Quar       QuarConf    `yaml:"quarantine"`
+	HTTP       HTTPConf    `yaml:"http"`
+	Log        LogConf     `yaml:"log"`
+	Merge      MergeConf   `yaml:"merge"`
+	Schema     SchemaConf  `yaml:"schema"`
+	Storage    StorageConf `yaml:"storage"`
+	Maint      MaintConf   `yaml:"maintenance"`
+	// Consistency: "transaction" gates every table commit on whole source
+	// transactions (pipeline.Gated, docs/consistency.md).
+	Consistency string       `yaml:"consistency" doc:"eventual|transaction: transaction makes every table commit hold whole source transactions only (needs the connector's provide.transaction.metadata=true; docs/consistency.md)"`
+	Tx          TxConf       `yaml:"transactions"`
+	Rules       []rules.Rule `yaml:"rules" doc:"data-quality rules (docs/rules.md); as a flag or CDC_SINK_RULES: a YAML file holding them (replaces the file's)"`
 }
 
 // StorageConf configures the object store backends beyond the SDKs' standard
@@ -138,6 +142,37 @@ func (c *Config) partitionAligned() bool {
 		return false
 	}
 	return c.InstanceID != ""
+}
+
+// TxConf configures consistency: transaction.
+type TxConf struct {
+	Topic          string `yaml:"topic" doc:"Debezium's transaction topic (<topic.prefix>.transaction); default: from kafka.topics when they share one prefix"`
+	MaxHeldRecords int    `yaml:"max_held_records" doc:"records held back waiting for their transactions at most (0: 1,000,000); a larger transaction is applied in parts, with a warning"`
+	MaxHeldBytes   int64  `yaml:"max_held_bytes" doc:"key+value bytes held back at most (0: 256 MiB)"`
+}
+
+// txTopic is transactions.topic, or <prefix>.transaction when every
+// configured topic is <prefix>.<schema>.<table> with one prefix.
+func (c *Config) txTopic() string {
+	if c.Tx.Topic != "" || c.Kafka.TopicRegex != "" {
+		return c.Tx.Topic
+	}
+	prefix := ""
+	for _, t := range c.Kafka.Topics {
+		parts := strings.Split(t, ".")
+		if len(parts) < 3 || isControlTopic(t) {
+			continue
+		}
+		p := strings.Join(parts[:len(parts)-2], ".")
+		if prefix != "" && p != prefix {
+			return ""
+		}
+		prefix = p
+	}
+	if prefix == "" {
+		return ""
+	}
+	return prefix + ".transaction"
 }
 
 // RegConf configures the schema registry (Avro).
@@ -489,6 +524,21 @@ func (c *Config) validate() error {
 	if c.Maint.OptimizeEvery != 0 {
 		// parsed but never scheduled: refused rather than silently ignored
 		return bad("maintenance.optimize_every", "scheduled compaction is not built into run: run `cdc-sink table optimize DIR` on a schedule (docs/runbook.md)")
+	}
+	switch c.Consistency {
+	case "", "eventual":
+	case "transaction":
+		if c.InstanceID != "" {
+			return bad("consistency", "transaction runs one instance per sink: with instance_id set, instances split a table's partitions and none could see its transactions whole")
+		}
+		if c.txTopic() == "" {
+			return bad("transactions.topic", "consistency: transaction needs the connector's transaction topic (<topic.prefix>.transaction): set transactions.topic")
+		}
+		if c.Tx.MaxHeldRecords < 0 || c.Tx.MaxHeldBytes < 0 {
+			return bad("transactions.max_held_records", "the bounds must be ≥ 0 (0: the default)")
+		}
+	default:
+		return bad("consistency", "%q is not eventual|transaction", c.Consistency)
 	}
 	if len(c.Kafka.Brokers) == 0 {
 		return bad("kafka.brokers", "at least one broker is required")

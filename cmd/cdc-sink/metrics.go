@@ -17,6 +17,7 @@ import (
 	"github.com/cdcsink/cdc-sink/pipeline"
 	"github.com/cdcsink/cdc-sink/source"
 	"github.com/cdcsink/cdc-sink/status"
+	"github.com/cdcsink/cdc-sink/txgate"
 )
 
 // metrics is the Prometheus side of the sidecar plus the /progress state.
@@ -43,6 +44,12 @@ type metrics struct {
 	batchErrors prometheus.Counter
 	quarErrors  prometheus.Counter
 	batches     prometheus.Counter
+	// consistency: transaction (nil otherwise); gateSeen: the gate's
+	// counters as last published
+	gated    *pipeline.Gated
+	txHeld   *prometheus.GaugeVec
+	txCount  *prometheus.CounterVec
+	gateSeen txgate.Stats
 
 	mu       sync.Mutex
 	last     *progressJSON
@@ -88,8 +95,26 @@ func newMetrics(sink string) *metrics {
 			}
 			return 0
 		})
+	m.txHeld = f.gaugeVec("cdcsink_tx_held", "consistency: transaction: records and bytes (unit) held back until their source transactions are complete.", "unit")
+	m.txCount = f.counterVec("cdcsink_tx_transactions_total", "consistency: transaction: source transactions per table released whole (kind=whole), released in parts because they outgrew transactions.max_held_* (kind=forced), and records recognised as re-sent copies (kind=redelivered_records).", "kind")
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// observeGate publishes the transaction gate's state; call it from the
+// runner's goroutine (the gate is not safe for concurrent use).
+func (m *metrics) observeGate() {
+	if m.gated == nil {
+		return
+	}
+	n, b := m.gated.Held()
+	m.txHeld.WithLabelValues("records").Set(float64(n))
+	m.txHeld.WithLabelValues("bytes").Set(float64(b))
+	st := m.gated.Stats()
+	m.txCount.WithLabelValues("whole").Add(float64(st.Transactions - m.gateSeen.Transactions))
+	m.txCount.WithLabelValues("forced").Add(float64(st.Forced - m.gateSeen.Forced))
+	m.txCount.WithLabelValues("redelivered_records").Add(float64(st.Redelivered - m.gateSeen.Redelivered))
+	m.gateSeen = st
 }
 
 // setBrokers wires the consumer's broker status into /readyz and /metrics.

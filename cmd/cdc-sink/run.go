@@ -144,6 +144,10 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 		Privacy:        cfg.History.privacy(),
 		SCD2:           cfg.History.scd2Route(),
 	}
+	var gated *pipeline.Gated
+	if cfg.Consistency == "transaction" {
+		setup.Domains = func(table string) map[string]string { return gated.Domains(table) }
+	}
 	p, ts, err := buildPipeline(setup)
 	if err != nil {
 		return err
@@ -179,9 +183,36 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 	runner.Reseek = func(ctx context.Context, tps []merge.TP) error {
 		return reseek(ctx, cons, ts, setup, logger, m, tps)
 	}
+	if cfg.Consistency == "transaction" {
+		txr, err := openTxReader(ctx, cfg, logger)
+		if err != nil {
+			return err
+		}
+		defer txr.Close()
+		gated = pipeline.NewGated(pipeline.GateConfig{Sink: cfg.Sink, P: p, Data: cons, Tx: txr,
+			MaxHeldRecords: cfg.Tx.MaxHeldRecords, MaxHeldBytes: cfg.Tx.MaxHeldBytes, Logger: logger,
+			Seek: func(_ context.Context, offs map[merge.TP]int64) error {
+				to := make(map[source.TopicPartition]int64, len(offs))
+				for tp, o := range offs {
+					to[source.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}] = o
+				}
+				gone, err := cons.Seek(to)
+				if err == nil && len(gone) > 0 {
+					err = fmt.Errorf("partitions %v left this instance", gone)
+				}
+				return err
+			}})
+		runner.Src = gated
+		handler.gated = gated
+		runner.Reseek = func(ctx context.Context, tps []merge.TP) error {
+			gated.Invalidate(fmt.Sprintf("a batch of %v was fenced", tps))
+			return reseek(ctx, cons, ts, setup, logger, m, tps)
+		}
+		m.gated = gated
+	}
 	prog := newProgress(h.stdout, !h.Quiet)
 	runner.OnError = m.batchFailed
-	runner.OnIdle = func() { ts.observeIdle(m.status) }
+	runner.OnIdle = func() { ts.observeIdle(m.status); m.observeGate() }
 	runner.AfterBatch = func(ctx context.Context, recs []*source.Record, rep *pipeline.Report) error {
 		// Group offsets are for lag tools only: the table holds the progress.
 		offs := map[source.TopicPartition]int64{}
@@ -195,6 +226,7 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 			logger.Warn("commit group offsets failed (lag metrics only)", "err", err)
 		}
 		m.setLag(cons.Lag())
+		m.observeGate()
 		ts.observe(m.status)
 		ts.indexKeys(func(dir string, indexed, located int) {
 			m.indexKeys.WithLabelValues(dir, "indexed").Set(float64(indexed))
@@ -241,6 +273,7 @@ type seekHandler struct {
 	runner    *pipeline.Runner
 	logger    *slog.Logger
 	m         *metrics
+	gated     *pipeline.Gated // consistency: transaction
 }
 
 func (s *seekHandler) OnAssign(ctx context.Context, parts []source.TopicPartition) (map[source.TopicPartition]int64, error) {
@@ -319,6 +352,9 @@ func (s *seekHandler) byTable(parts []source.TopicPartition, fn func(*merge.Tabl
 
 func (s *seekHandler) OnRevoke(_ context.Context, parts []source.TopicPartition) error {
 	s.runner.Revoke(parts)
+	if s.gated != nil && len(parts) > 0 {
+		s.gated.Invalidate(fmt.Sprintf("partitions %v revoked", parts))
+	}
 	// their keys leave this instance's key index (partition-aligned tables)
 	s.byTable(parts, (*merge.Table).Release)
 	for _, tp := range parts {
@@ -491,6 +527,48 @@ func consumerProps(p map[string]string) map[string]string {
 	out := map[string]string{"topic.metadata.refresh.interval.ms": "30000"}
 	for k, v := range p {
 		out[k] = v
+	}
+	return out
+}
+
+// openTxReader connects to the transaction topic of consistency:
+// transaction and refuses a topic that is missing (the connector does not
+// publish transaction metadata) or has several partitions (ENDs would lose
+// their commit order).
+func openTxReader(ctx context.Context, cfg *Config, logger *slog.Logger) (*source.PartitionReader, error) {
+	topic := cfg.txTopic()
+	r, err := source.NewPartitionReader(source.PartitionReaderConfig{Brokers: cfg.Kafka.Brokers, Topic: topic,
+		ClientID: "cdc-sink-" + cfg.Sink + "-tx", Extra: txReaderProps(cfg.Kafka.Properties), Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("consistency: transaction: %w", err)
+	}
+	n, err := r.Partitions(ctx)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("consistency: transaction: transaction topic %s: %w", topic, err)
+	case n == 0:
+		err = fmt.Errorf("consistency: transaction: transaction topic %s does not exist: set provide.transaction.metadata=true on the connector (or transactions.topic)", topic)
+	case n > 1:
+		err = fmt.Errorf("consistency: transaction: transaction topic %s has %d partitions: ENDs must be on one partition to keep their commit order", topic, n)
+	}
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+// txReaderProps are the connection properties (TLS, SASL) of the consumer
+// for the transaction topic's reader, without the group ones.
+func txReaderProps(p map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range consumerProps(p) {
+		switch {
+		case strings.HasPrefix(k, "group."), strings.HasPrefix(k, "partition.assignment"), k == "session.timeout.ms",
+			k == "heartbeat.interval.ms", k == "max.poll.interval.ms", k == "group.instance.id":
+		default:
+			out[k] = v
+		}
 	}
 	return out
 }

@@ -299,6 +299,12 @@ func diskVersion(dir string) int64 {
 // version from the Delta log (not through the running sink's objects).
 func tableProgress(t *testing.T, dir, sink string) (map[int32]int64, int64) {
 	t.Helper()
+	return topicProgress(t, dir, sink, testTopic)
+}
+
+// topicProgress is tableProgress for the partitions of another topic.
+func topicProgress(t *testing.T, dir, sink, topic string) (map[int32]int64, int64) {
+	t.Helper()
 	st, err := checkStorage(dir)
 	if err != nil {
 		return map[int32]int64{}, -1
@@ -308,7 +314,7 @@ func tableProgress(t *testing.T, dir, sink string) (map[int32]int64, int64) {
 		return map[int32]int64{}, -1
 	}
 	out := map[int32]int64{}
-	prefix := sink + "/" + testTopic + "/"
+	prefix := sink + "/" + topic + "/"
 	for app, txn := range snap.Txns() {
 		if p, ok := strings.CutPrefix(app, prefix); ok {
 			var n int32

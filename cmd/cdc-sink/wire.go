@@ -54,6 +54,8 @@ type sinkSetup struct {
 	Privacy history.Privacy
 	// SCD2 (may be nil) maps a topic and its history table to its SCD2 table.
 	SCD2 func(topic, historyDir string) string
+	// Domains (may be nil): pipeline.Config.Domains (consistency: transaction).
+	Domains func(table string) map[string]string
 }
 
 // tableSet opens each table once and hands it to the pipeline's router.
@@ -234,6 +236,7 @@ func buildPipeline(s *sinkSetup) (*pipeline.Pipeline, *tableSet, error) {
 		Observer:    s.Observer,
 		Fence:       s.Fence,
 		RetryBudget: s.RetryBudget,
+		Domains:     s.Domains,
 		Route: func(ctx context.Context, topic string) (pipeline.Table, string, bool, error) {
 			dir, ok := s.Route(topic)
 			if !ok {

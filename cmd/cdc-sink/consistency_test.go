@@ -1,0 +1,199 @@
+// consistency: transaction through runSink, a real consumer group and the
+// transaction topic's reader against an in-process broker.
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/cdcsink/cdc-sink/internal/dbzgen"
+	"github.com/cdcsink/cdc-sink/pipeline"
+	"github.com/cdcsink/cdc-sink/source"
+	"github.com/cdcsink/cdc-sink/tablerows"
+)
+
+// Two tables written by 300 multi-table transactions (some large, some
+// re-sent after a connector restart) over two partitions each; the sink is
+// stopped twice mid-stream and restarted. Every version of both tables
+// holds exactly the whole transactions up to a point of commit order, its
+// watermark names that point, and the final tables equal the source.
+func TestRunConsistencyTransaction(t *testing.T) {
+	const sink = "rt-tx"
+	w := dbzgen.GenerateTx(rand.New(rand.NewPCG(3, 3)), 300, 2)
+	_, brokers := newKfakeWith(t, []kfake.Opt{kfake.SeedTopics(2, dbzgen.TxTopic("orders"), dbzgen.TxTopic("items")),
+		kfake.SeedTopics(1, "shop.transaction")}, 1, sink+".quarantine")
+	lake := t.TempDir()
+	cfg := testConfig(brokers, lake, sink)
+	cfg.Kafka.Topics = []string{dbzgen.TxTopic("orders"), dbzgen.TxTopic("items")}
+	cfg.Table.PathTemplate = filepath.Join(lake, "{table}")
+	cfg.Consistency = "transaction"
+	cfg.Batch.MaxRecords = 40
+	if err := cfg.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.txTopic(); got != "shop.transaction" {
+		t.Fatalf("transaction topic from kafka.topics = %q", got)
+	}
+	// data and ENDs are produced in turns of random size: ENDs are read both
+	// before and after their data
+	p := newProducer(t, brokers)
+	rng := rand.New(rand.NewPCG(4, 4))
+	var all []*source.Record
+	for _, recs := range w.Data {
+		all = append(all, recs...)
+	}
+	pos := map[source.TopicPartition]int{}
+	tx := 0
+	for len(all) > 0 || tx < len(w.Tx) {
+		if n := rng.IntN(6); tx < len(w.Tx) && (rng.IntN(2) == 0 || len(all) == 0) {
+			n = min(n, len(w.Tx)-tx)
+			if err := p.produce(w.Tx[tx : tx+n]); err != nil {
+				t.Fatal(err)
+			}
+			tx += n
+			continue
+		}
+		// the next records of a random partition, in offset order
+		tp := source.TopicPartition{Topic: dbzgen.TxTopic(dbzgen.TxTables[rng.IntN(2)]), Partition: int32(rng.IntN(2))}
+		recs := w.Data[tp][pos[tp]:]
+		n := min(1+rng.IntN(8), len(recs))
+		if err := p.produce(recs[:n]); err != nil {
+			t.Fatal(err)
+		}
+		pos[tp] += n
+		all = all[:0]
+		for tp, recs := range w.Data {
+			all = append(all, recs[pos[tp]:]...)
+		}
+	}
+	dirs := map[string]string{}
+	for _, tb := range dbzgen.TxTables {
+		dirs[tb] = filepath.Join(lake, tb)
+	}
+	for i, step := range []int64{2, 3} {
+		r := startSink(t, fmt.Sprintf("run%d", i), cfg, runHooks{})
+		from := diskVersion(dirs["orders"])
+		waitUntil(t, time.Minute, fmt.Sprintf("run %d: %d new versions of orders", i, step),
+			func() bool { return diskVersion(dirs["orders"]) >= from+step })
+		if _, err := r.stop(t, time.Minute); err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+	}
+	r := startSink(t, "final", cfg, runHooks{})
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(r.log.String())
+		}
+	})
+	ends := map[string]map[int32]int64{}
+	for tp, recs := range w.Data {
+		tb := strings.TrimPrefix(tp.Topic, "shop.public.")
+		if ends[tb] == nil {
+			ends[tb] = map[int32]int64{}
+		}
+		ends[tb][tp.Partition] = int64(len(recs))
+	}
+	for _, tb := range dbzgen.TxTables {
+		waitUntil(t, 2*time.Minute, tb+" to reach the end offsets", func() bool {
+			got, _ := topicProgress(t, dirs[tb], sink, dbzgen.TxTopic(tb))
+			for p, e := range ends[tb] {
+				if got[p] < e {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	if _, err := r.stop(t, time.Minute); err != nil {
+		t.Fatalf("final run: %v", err)
+	}
+	ctx := context.Background()
+	for _, tb := range dbzgen.TxTables {
+		latest, err := tablerows.Open(ctx, dirs[tb])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lastThrough int64 = -1
+		for v := int64(1); v <= latest.Version(); v++ {
+			at, err := latest.At(ctx, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wm, ok, err := pipeline.ReadWatermark(at.Snap.DomainMetadata, sink)
+			if err != nil || !ok {
+				t.Fatalf("%s v%d: watermark %v %v", tb, v, ok, err)
+			}
+			if wm.Collection != "public."+tb || wm.Through < lastThrough {
+				t.Fatalf("%s v%d: watermark %+v after through %d", tb, v, wm, lastThrough)
+			}
+			lastThrough = wm.Through
+			if rows := rowsOf(t, at); !w.IsPrefix(tb, rows, wm.Through, wm.Last) {
+				t.Fatalf("%s v%d (through %d, last %d) holds no whole-transaction prefix: %v", tb, v, wm.Through, wm.Last, rows)
+			}
+		}
+		final := rowsOf(t, latest)
+		if want := w.States[tb][len(w.Commits)]; len(final) != len(want) || !w.IsPrefix(tb, final, w.Commits[len(w.Commits)-1], w.Commits[len(w.Commits)-1]) {
+			t.Fatalf("%s at the end: %d rows, want %d", tb, len(final), len(want))
+		}
+		t.Logf("%s: %d versions checked", tb, latest.Version())
+	}
+}
+
+func rowsOf(t *testing.T, tb *tablerows.Table) map[int64]string {
+	t.Helper()
+	out := map[int64]string{}
+	if err := tb.Scan(context.Background(), tablerows.ScanOptions{Columns: []string{"id", "v"}}, func(r tablerows.Row) error {
+		var id int64
+		if _, err := fmt.Sscan(r[0], &id); err != nil {
+			return err
+		}
+		out[id] = strings.Trim(r[1], `"`)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// What consistency: transaction cannot work with is refused before
+// anything is written, naming the setting.
+func TestConsistencyRefusals(t *testing.T) {
+	_, brokers := newKfakeWith(t, []kfake.Opt{kfake.SeedTopics(2, "two.transaction")}, 1)
+	lake := t.TempDir()
+	for _, c := range []struct {
+		name string
+		edit func(*Config)
+		want string
+	}{
+		{"unknown mode", func(c *Config) { c.Consistency = "strict" }, `"strict" is not eventual|transaction`},
+		{"several instances", func(c *Config) { c.Consistency, c.InstanceID = "transaction", "a" }, "one instance per sink"},
+		{"no topic", func(c *Config) { c.Consistency, c.Kafka.TopicRegex, c.Kafka.Topics = "transaction", "loja.*", nil }, "set transactions.topic"},
+		{"missing topic", func(c *Config) { c.Consistency = "transaction" }, "loja.transaction does not exist: set provide.transaction.metadata=true"},
+		{"two partitions", func(c *Config) { c.Consistency, c.Tx.Topic = "transaction", "two.transaction" }, "has 2 partitions"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := testConfig(brokers, lake, "refused")
+			c.edit(cfg)
+			err := cfg.validate()
+			if err == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				err = runSink(ctx, cfg, newLogger(cfg.Log, &logSink{tag: c.name}), runHooks{Quiet: true})
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("err = %v, want %q", err, c.want)
+			}
+			if v := diskVersion(tableDir(lake)); v >= 0 {
+				t.Fatalf("a table was written (v%d)", v)
+			}
+		})
+	}
+}
