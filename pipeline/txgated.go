@@ -22,8 +22,11 @@ import (
 // TxReader reads the transaction-metadata topic (*source.PartitionReader).
 type TxReader interface {
 	Poll(ctx context.Context, max int, maxWait time.Duration) ([]*source.Record, error)
-	// SeekTo makes the next Poll start at offset (-1: the earliest).
-	SeekTo(offset int64) error
+	// SeekTo makes the next Poll start at offset (-1: the earliest). An
+	// error satisfying errors.Is(err, source.ErrTopicMissing) means the
+	// topic is not there yet (Debezium creates it with the first
+	// transaction): it is tried again later.
+	SeekTo(ctx context.Context, offset int64) error
 }
 
 // ConsistencyDomain is the domain metadata in which a sink's table commits
@@ -94,6 +97,9 @@ type Gated struct {
 	// txOn once it is being read.
 	txFrom int64
 	txOn   bool
+	// txTried: when a missing transaction topic was last looked for
+	// (txWarned: last said so)
+	txTried, txWarned time.Time
 	// invalid, once set (partitions revoked or fenced), is returned by Poll:
 	// the gate's view of what the tables hold is no longer exact, and the
 	// sink restarts from its tables.
@@ -182,8 +188,8 @@ func (g *Gated) Poll(ctx context.Context, max int, maxWait time.Duration) ([]*so
 			break
 		}
 	}
-	if !g.txOn {
-		if err := g.startTx(); err != nil {
+	if !g.txOn && time.Since(g.txTried) >= time.Second {
+		if err := g.startTx(ctx); err != nil {
 			return nil, fmt.Errorf("read the transaction topic: %w", err)
 		}
 	}
@@ -384,12 +390,13 @@ func (g *Gated) rewind(ctx context.Context, coll string, st txgate.State, rest [
 			return fmt.Errorf("re-read held records: %w", err)
 		}
 	}
-	return g.startTx()
+	g.txTried = time.Time{}
+	return g.startTx(ctx)
 }
 
 // startTx reads the transaction topic from the lowest resume offset of the
 // collections (the earliest when one has none).
-func (g *Gated) startTx() error {
+func (g *Gated) startTx(ctx context.Context) error {
 	from := int64(-2)
 	for c := range g.tableOf {
 		if !g.gate.Known(c) {
@@ -406,7 +413,17 @@ func (g *Gated) startTx() error {
 	if from < -1 {
 		from = -1
 	}
-	if err := g.cfg.Tx.SeekTo(from); err != nil {
+	if err := g.cfg.Tx.SeekTo(ctx, from); err != nil {
+		if errors.Is(err, source.ErrTopicMissing) {
+			if g.txTried.IsZero() || time.Since(g.txWarned) >= time.Minute {
+				held, _ := g.gate.Held()
+				g.cfg.Logger.Warn("the transaction topic does not exist yet: streamed changes wait for it (Debezium creates it with the first transaction it streams, when provide.transaction.metadata=true)",
+					"err", err, "held_records", held)
+				g.txWarned = time.Now()
+			}
+			g.txTried = time.Now()
+			return nil
+		}
 		return err
 	}
 	g.txFrom, g.txOn = from, true

@@ -65,7 +65,7 @@ func (l *txLogs) Poll(ctx context.Context, max int, _ time.Duration) ([]*source.
 
 type txReader struct{ l *txLogs }
 
-func (r txReader) SeekTo(off int64) error { r.l.txAt = max(off, 0); return nil }
+func (r txReader) SeekTo(_ context.Context, off int64) error { r.l.txAt = max(off, 0); return nil }
 func (r txReader) Poll(_ context.Context, max int, _ time.Duration) ([]*source.Record, error) {
 	n := min(int64(r.l.rng.IntN(4)), int64(len(r.l.w.Tx))-r.l.txAt, int64(max))
 	out := r.l.w.Tx[r.l.txAt : r.l.txAt+n]

@@ -83,8 +83,23 @@ func (r *PartitionReader) Partitions(ctx context.Context) (int, error) {
 	return len(t.Partitions), nil
 }
 
-// SeekTo makes the next Poll start at offset (-1: the partition's earliest).
-func (r *PartitionReader) SeekTo(offset int64) error {
+// ErrTopicMissing: the reader's topic does not exist (yet).
+var ErrTopicMissing = errors.New("topic does not exist")
+
+// SeekTo makes the next Poll start at offset (-1: the partition's
+// earliest). It fails with ErrTopicMissing while the topic does not exist
+// and refuses a topic with more partitions than the one read.
+func (r *PartitionReader) SeekTo(ctx context.Context, offset int64) error {
+	n, err := r.Partitions(ctx)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return fmt.Errorf("%s: %w", *r.tp.Topic, ErrTopicMissing)
+	}
+	if n > 1 {
+		return fmt.Errorf("%s has %d partitions: ENDs must be on one partition to keep their commit order", *r.tp.Topic, n)
+	}
 	tp := r.tp
 	tp.Offset = kafka.OffsetBeginning
 	if offset >= 0 {

@@ -532,9 +532,9 @@ func consumerProps(p map[string]string) map[string]string {
 }
 
 // openTxReader connects to the transaction topic of consistency:
-// transaction and refuses a topic that is missing (the connector does not
-// publish transaction metadata) or has several partitions (ENDs would lose
-// their commit order).
+// transaction and refuses one with several partitions (ENDs would lose their
+// commit order). A topic that does not exist yet is waited for: Debezium
+// creates it with the first transaction it streams (pipeline.Gated).
 func openTxReader(ctx context.Context, cfg *Config, logger *slog.Logger) (*source.PartitionReader, error) {
 	topic := cfg.txTopic()
 	r, err := source.NewPartitionReader(source.PartitionReaderConfig{Brokers: cfg.Kafka.Brokers, Topic: topic,
@@ -546,10 +546,10 @@ func openTxReader(ctx context.Context, cfg *Config, logger *slog.Logger) (*sourc
 	switch {
 	case err != nil:
 		err = fmt.Errorf("consistency: transaction: transaction topic %s: %w", topic, err)
-	case n == 0:
-		err = fmt.Errorf("consistency: transaction: transaction topic %s does not exist: set provide.transaction.metadata=true on the connector (or transactions.topic)", topic)
 	case n > 1:
 		err = fmt.Errorf("consistency: transaction: transaction topic %s has %d partitions: ENDs must be on one partition to keep their commit order", topic, n)
+	case n == 0:
+		logger.Info("the transaction topic does not exist yet; streamed changes will wait for it", "topic", topic)
 	}
 	if err != nil {
 		r.Close()

@@ -22,6 +22,9 @@ type TxWorld struct {
 	Tx      []*source.Record              // <prefix>.transaction, one partition
 	Commits []int64                       // commit LSN of transaction i, ascending
 	States  map[string][]map[int64]string // table → state after transactions [0, i) (index i)
+	// Emits are the records of each transaction as sent (re-sent copies
+	// included), in the order sent: its data records, then its END.
+	Emits [][]*source.Record
 }
 
 // TxTables are the tables of a TxWorld, on topics shop.public.<table>.
@@ -48,6 +51,7 @@ func GenerateTx(rng *rand.Rand, txs, parts int) *TxWorld {
 		lsn   int64
 	}
 	emit := func(xid int, prev int64, commit int64, evs []ev, counts map[string]int64) {
+		var sent []*source.Record
 		for i, e := range evs {
 			tp := source.TopicPartition{Topic: TxTopic(e.table), Partition: int32(e.key % int64(parts))}
 			seq := "null"
@@ -57,8 +61,10 @@ func GenerateTx(rng *rand.Rand, txs, parts int) *TxWorld {
 			val := fmt.Sprintf(`{"before":null,"after":{"id":%d,"v":"tx%d"},"source":{"connector":"postgresql","name":"shop","db":"shop","schema":"public","table":"%s","lsn":%d,"txId":%d,"sequence":"[%s,\"%d\"]","snapshot":"false","ts_ms":1},"op":"u","ts_ms":1,"transaction":{"id":"%d:%d","total_order":%d,"data_collection_order":%d}}`,
 				e.key, xid, e.table, e.lsn, xid, strings.ReplaceAll(seq, `"`, `\"`), e.lsn, xid, e.lsn, i+1, e.order)
 			recs := w.Data[tp]
-			w.Data[tp] = append(recs, &source.Record{Topic: tp.Topic, Partition: tp.Partition, Offset: int64(len(recs)),
-				Key: fmt.Appendf(nil, `{"id":%d}`, e.key), Value: []byte(val)})
+			r := &source.Record{Topic: tp.Topic, Partition: tp.Partition, Offset: int64(len(recs)),
+				Key: fmt.Appendf(nil, `{"id":%d}`, e.key), Value: []byte(val)}
+			w.Data[tp] = append(recs, r)
+			sent = append(sent, r)
 		}
 		var dcs []string
 		for _, tb := range TxTables {
@@ -68,8 +74,10 @@ func GenerateTx(rng *rand.Rand, txs, parts int) *TxWorld {
 		}
 		end := fmt.Sprintf(`{"status":"END","id":"%d:%d","event_count":%d,"data_collections":[%s],"ts_ms":1}`,
 			xid, commit, len(evs), strings.Join(dcs, ","))
-		w.Tx = append(w.Tx, &source.Record{Topic: "shop.transaction", Offset: int64(len(w.Tx)),
-			Key: fmt.Appendf(nil, `{"id":"%d:%d"}`, xid, commit), Value: []byte(end)})
+		r := &source.Record{Topic: "shop.transaction", Offset: int64(len(w.Tx)),
+			Key: fmt.Appendf(nil, `{"id":"%d:%d"}`, xid, commit), Value: []byte(end)}
+		w.Tx = append(w.Tx, r)
+		w.Emits = append(w.Emits, append(sent, r))
 	}
 	type sent struct {
 		xid          int
