@@ -89,6 +89,9 @@ type Config struct {
 	// Domains (may be nil) gives the domain metadata a table's batch commits
 	// with (Gated.Domains: the transaction watermark).
 	Domains func(table string) map[string]string
+	// Decoded (may be nil) gives the event a record was already decoded to
+	// (Gated.Decoded); the Decoder is used otherwise.
+	Decoded func(r *source.Record) (*envelope.Event, bool)
 	// Backoff for transient failures: starts at MinBackoff, doubles up to
 	// MaxBackoff, jittered.
 	MinBackoff, MaxBackoff time.Duration
@@ -269,6 +272,11 @@ func (p *Pipeline) Process(ctx context.Context, recs []*source.Record) (*Report,
 
 // decode retries transient failures (registry down) with backoff until ctx ends.
 func (p *Pipeline) decode(ctx context.Context, r *source.Record) (*envelope.Event, error) {
+	if p.cfg.Decoded != nil {
+		if ev, ok := p.cfg.Decoded(r); ok {
+			return ev, nil
+		}
+	}
 	back := p.cfg.MinBackoff
 	for {
 		ev, err := p.cfg.Decoder.Decode(ctx, r)

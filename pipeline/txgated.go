@@ -107,6 +107,10 @@ type Gated struct {
 	forced  int64
 	// past: the counters of gates rebuilt (rewind), so Stats only grows
 	past txgate.Stats
+	// held: the decoded events of records in the gate; ready: of records
+	// released and not yet taken by the pipeline (Decoded), so that a record
+	// is decoded once
+	held, ready map[*source.Record]*envelope.Event
 }
 
 // ErrGateInvalid: partitions left this instance, or a batch was fenced,
@@ -119,13 +123,24 @@ func NewGated(cfg GateConfig) *Gated {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	g := &Gated{cfg: cfg, collOf: map[string]string{}, tableOf: map[string]string{}, txFrom: -1, invalid: make(chan error, 1)}
+	g := &Gated{cfg: cfg, collOf: map[string]string{}, tableOf: map[string]string{}, txFrom: -1, invalid: make(chan error, 1),
+		held: map[*source.Record]*envelope.Event{}, ready: map[*source.Record]*envelope.Event{}}
 	g.gate = g.newGate()
 	return g
 }
 
 func (g *Gated) newGate() *txgate.Gate[*source.Record] {
 	return txgate.New[*source.Record](txgate.Config{MaxHeldRecords: g.cfg.MaxHeldRecords, MaxHeldBytes: g.cfg.MaxHeldBytes})
+}
+
+// Decoded hands the pipeline the event a released record was decoded to
+// (Config.Decoded), once.
+func (g *Gated) Decoded(r *source.Record) (*envelope.Event, bool) {
+	ev, ok := g.ready[r]
+	if ok {
+		delete(g.ready, r)
+	}
+	return ev, ok
 }
 
 // Invalidate makes the next Poll fail with ErrGateInvalid (from any goroutine).
@@ -235,6 +250,10 @@ func (g *Gated) Poll(ctx context.Context, max int, maxWait time.Duration) ([]*so
 	items := make([]*source.Record, len(out))
 	for i := range out {
 		items[i] = out[i].Item
+		if ev, ok := g.held[items[i]]; ok {
+			delete(g.held, items[i])
+			g.ready[items[i]] = ev
+		}
 	}
 	if eof {
 		if held, _ := g.gate.Held(); held == 0 || len(items) == 0 {
@@ -261,6 +280,9 @@ func (g *Gated) add(ctx context.Context, r *source.Record, rest []*source.Record
 		return false, ctx.Err()
 	}
 	rec := plain
+	if derr == nil {
+		g.held[r] = ev
+	}
 	if routed && derr == nil && ev.Kind == envelope.KindChange {
 		if rec, err = txgate.RecordOf(r, r.Topic, r.Partition, ev, plain.Bytes); err != nil {
 			// the pipeline applies it (or quarantines it) as any other record
@@ -377,6 +399,7 @@ func (g *Gated) rewind(ctx context.Context, coll string, st txgate.State, rest [
 	}
 	g.past = addStats(g.past, g.gate.Stats())
 	g.gate = g.newGate()
+	g.held = map[*source.Record]*envelope.Event{} // its records are read again
 	g.txOn = false
 	for c, s := range states {
 		if err := g.gate.Register(c, s); err != nil {

@@ -30,10 +30,22 @@ import (
 // txLogs are the topics as a sink reads them: random partitions, random
 // chunk sizes, positions a restart sets from the tables.
 type txLogs struct {
-	w    *dbzgen.TxWorld
-	rng  *rand.Rand
-	pos  map[source.TopicPartition]int64
-	txAt int64
+	w      *dbzgen.TxWorld
+	rng    *rand.Rand
+	pos    map[source.TopicPartition]int64
+	txAt   int64
+	polled int // records returned by both topics
+}
+
+// countingDecoder counts Decode calls.
+type countingDecoder struct {
+	Decoder
+	n int
+}
+
+func (d *countingDecoder) Decode(ctx context.Context, r *source.Record) (*envelope.Event, error) {
+	d.n++
+	return d.Decoder.Decode(ctx, r)
 }
 
 func (l *txLogs) Poll(ctx context.Context, max int, _ time.Duration) ([]*source.Record, error) {
@@ -56,6 +68,7 @@ func (l *txLogs) Poll(ctx context.Context, max int, _ time.Duration) ([]*source.
 		n := min(int64(1+l.rng.IntN(6)), int64(len(recs))-l.pos[tp], int64(max-len(out)))
 		out = append(out, recs[l.pos[tp]:l.pos[tp]+n]...)
 		l.pos[tp] += n
+		l.polled += int(n)
 		if len(out) >= max {
 			break
 		}
@@ -70,6 +83,7 @@ func (r txReader) Poll(_ context.Context, max int, _ time.Duration) ([]*source.R
 	n := min(int64(r.l.rng.IntN(4)), int64(len(r.l.w.Tx))-r.l.txAt, int64(max))
 	out := r.l.w.Tx[r.l.txAt : r.l.txAt+n]
 	r.l.txAt += n
+	r.l.polled += int(n)
 	return out, nil
 }
 
@@ -99,6 +113,7 @@ func runGatedModel(t *testing.T, seed uint64) {
 		bound = 12 // small: the large transactions go in parts
 	}
 	var checked, restarts int
+	dec := &countingDecoder{Decoder: envelope.NewDecoder(envelope.Options{})}
 	for run := 0; ; run++ {
 		if run > 60 {
 			t.Fatal("no end after 60 sink restarts")
@@ -107,9 +122,10 @@ func runGatedModel(t *testing.T, seed uint64) {
 		var events []string
 		q := &memQuarantine{events: &events}
 		var g *Gated
-		p := New(Config{Sink: "s", Decoder: envelope.NewDecoder(envelope.Options{}), Normalizer: norm, Quarantine: q,
+		p := New(Config{Sink: "s", Decoder: dec, Normalizer: norm, Quarantine: q,
 			MinBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond,
 			Domains: func(table string) map[string]string { return g.Domains(table) },
+			Decoded: func(r *source.Record) (*envelope.Event, bool) { return g.Decoded(r) },
 			Route: func(ctx context.Context, topic string) (Table, string, bool, error) {
 				tb, ok := strings.CutPrefix(topic, "shop.public.")
 				if !ok {
@@ -178,6 +194,9 @@ func runGatedModel(t *testing.T, seed uint64) {
 			t.Fatalf("quarantined: %+v", q.entries[0])
 		}
 		break
+	}
+	if dec.n > logs.polled {
+		t.Fatalf("%d records decoded %d times: the gate's decoding is not handed on", logs.polled, dec.n)
 	}
 	for _, tb := range dbzgen.TxTables {
 		got := tableState(t, ctx, stores[tb], tb)

@@ -147,6 +147,7 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 	var gated *pipeline.Gated
 	if cfg.Consistency == "transaction" {
 		setup.Domains = func(table string) map[string]string { return gated.Domains(table) }
+		setup.Decoded = func(r *source.Record) (*envelope.Event, bool) { return gated.Decoded(r) }
 	}
 	p, ts, err := buildPipeline(setup)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/cdcsink/cdc-sink/pipeline"
 	"github.com/cdcsink/cdc-sink/quarantine"
 	"github.com/cdcsink/cdc-sink/rules"
+	"github.com/cdcsink/cdc-sink/source"
 	"github.com/cdcsink/cdc-sink/status"
 )
 
@@ -56,6 +57,8 @@ type sinkSetup struct {
 	SCD2 func(topic, historyDir string) string
 	// Domains (may be nil): pipeline.Config.Domains (consistency: transaction).
 	Domains func(table string) map[string]string
+	// Decoded (may be nil): pipeline.Config.Decoded (consistency: transaction).
+	Decoded func(r *source.Record) (*envelope.Event, bool)
 }
 
 // tableSet opens each table once and hands it to the pipeline's router.
@@ -237,6 +240,7 @@ func buildPipeline(s *sinkSetup) (*pipeline.Pipeline, *tableSet, error) {
 		Fence:       s.Fence,
 		RetryBudget: s.RetryBudget,
 		Domains:     s.Domains,
+		Decoded:     s.Decoded,
 		Route: func(ctx context.Context, topic string) (pipeline.Table, string, bool, error) {
 			dir, ok := s.Route(topic)
 			if !ok {
