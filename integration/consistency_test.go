@@ -17,6 +17,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/cdcsink/cdc-sink/consistency"
+	"github.com/cdcsink/cdc-sink/delta"
 	"github.com/cdcsink/cdc-sink/internal/deltacheck"
 	"github.com/cdcsink/cdc-sink/pipeline"
 	"github.com/cdcsink/cdc-sink/tablerows"
@@ -69,10 +71,13 @@ func TestTransactionConsistency(t *testing.T) {
 
 	s := newSink(t, name, topics[0], "")
 	dirs := []string{filepath.Join(filepath.Dir(s.TableDir), "orders"), filepath.Join(filepath.Dir(s.TableDir), "items")}
+	manifest := filepath.Join(filepath.Dir(s.TableDir), "_groups", "shop")
 	cfg := fmt.Sprintf(`sink: %s
 consistency: transaction
+consistency_group: shop
 transactions:
   topic: %s
+  manifest: %s
 kafka:
   brokers: [%s]
   group: %s
@@ -94,7 +99,7 @@ http:
 log:
   level: info
   format: json
-`, name, txTopic, stk.Brokers, name, topics[0], topics[1], topics[0], dirs[0], topics[1], dirs[1], s.QuarantinePath())
+`, name, txTopic, manifest, stk.Brokers, name, topics[0], topics[1], topics[0], dirs[0], topics[1], dirs[1], s.QuarantinePath())
 	if err := os.WriteFile(s.ConfigPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -104,6 +109,7 @@ log:
 	var (
 		mu     sync.Mutex
 		wrote  = map[string][2]int{}
+		order  []string // tags in commit order (the client's: a nested transaction commits first)
 		nextID int64
 	)
 	txn := func(ctx context.Context, c *pgx.Conn, tag string, orders, items int, between func()) error {
@@ -135,6 +141,7 @@ log:
 		}
 		mu.Lock()
 		wrote[tag] = [2]int{orders, items}
+		order = append(order, tag)
 		mu.Unlock()
 		return nil
 	}
@@ -288,8 +295,81 @@ log:
 			}
 		}
 	}
+	// every published cut: both tables at their versions are the state of Postgres right after
+	// one of its commits: the first k transactions in commit order, whole, in both tables
+	l := consistency.OpenStorage(openLocal(t, manifest), "shop")
+	seqs, err := l.Entries(ctx)
+	if err != nil || len(seqs) < 3 {
+		t.Fatalf("%d cuts published (%v)", len(seqs), err)
+	}
+	pos := map[string]int{}
+	for i, tag := range order {
+		pos[tag] = i
+	}
+	for _, seq := range seqs {
+		e, err := l.Get(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k := -1 // transactions in the cut, from orders (every transaction writes one)
+		for i, dir := range dirs {
+			v, ok := e.Tables[dir]
+			if !ok {
+				continue // a table not read yet when the cut was taken
+			}
+			tb, err := tablerows.Open(ctx, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			at, err := tb.At(ctx, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tags := map[string]bool{}
+			if err := at.Scan(ctx, tablerows.ScanOptions{Columns: []string{"tag"}}, func(r tablerows.Row) error {
+				tags[strings.Trim(r[0], `"`)] = true
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			n := 0 // the prefix of commit order these tags are
+			for n < len(order) && (tags[order[n]] || (i == 1 && wrote[order[n]][1] == 0)) {
+				n++
+			}
+			for tag := range tags {
+				if pos[tag] >= n {
+					t.Fatalf("cut %d (W=%d): %s v%d holds transaction %s (commit #%d) but not #%d", seq, e.Watermark, tables[i], v, tag, pos[tag], n)
+				}
+			}
+			if i == 0 {
+				k = n
+				continue
+			}
+			if k >= 0 && n < k {
+				t.Fatalf("cut %d (W=%d): orders holds the first %d transactions, items only %d", seq, e.Watermark, k, n)
+			}
+			for tag := range tags {
+				if k >= 0 && pos[tag] >= k {
+					t.Fatalf("cut %d (W=%d): items holds transaction #%d, orders only the first %d", seq, e.Watermark, pos[tag], k)
+				}
+			}
+		}
+	}
+	if out, code := runCLI("consistent-versions", "shop", "--manifest", manifest); code != 0 || !strings.Contains(out, "VERSION AS OF") {
+		t.Fatalf("consistent-versions: exit %d\n%s", code, out)
+	}
+	t.Logf("%d cuts checked against Postgres commit order", len(seqs))
 	if n := s.LogCount("applied in parts"); n > 0 {
 		t.Fatalf("the gate applied %d transactions in parts (its bounds are far above this workload)", n)
 	}
 	t.Logf("%d transactions committed; sink starts %d", len(wrote), s.starts)
+}
+
+func openLocal(t *testing.T, dir string) delta.Storage {
+	t.Helper()
+	st, err := delta.OpenStorage(context.Background(), dir, delta.StorageOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"slices"
 	"time"
 
 	"github.com/cdcsink/cdc-sink/envelope"
@@ -111,7 +113,15 @@ type Gated struct {
 	// released and not yet taken by the pipeline (Decoded), so that a record
 	// is decoded once
 	held, ready map[*source.Record]*envelope.Event
+	// tables and spans: for Cut, each table and its recent versions
+	tables map[string]Table
+	spans  map[string][]span
 }
+
+// span is a table version and the range of source commit points W it is
+// the state at: it holds the table's transactions up to last, and none of
+// its transactions commit in (last, validTo].
+type span struct{ version, last, validTo int64 }
 
 // ErrGateInvalid: partitions left this instance, or a batch was fenced,
 // while transactions were being gated. The sink must restart (it resumes
@@ -124,7 +134,8 @@ func NewGated(cfg GateConfig) *Gated {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	g := &Gated{cfg: cfg, collOf: map[string]string{}, tableOf: map[string]string{}, txFrom: -1, invalid: make(chan error, 1),
-		held: map[*source.Record]*envelope.Event{}, ready: map[*source.Record]*envelope.Event{}}
+		held: map[*source.Record]*envelope.Event{}, ready: map[*source.Record]*envelope.Event{},
+		tables: map[string]Table{}, spans: map[string][]span{}}
 	g.gate = g.newGate()
 	return g
 }
@@ -331,6 +342,88 @@ func streamed(ev *envelope.Event) bool {
 	return true
 }
 
+func tableVersion(t Table) (int64, bool) {
+	vt, ok := t.(interface{ Version() int64 })
+	if !ok {
+		return -1, false
+	}
+	v := vt.Version()
+	return v, v >= 0
+}
+
+// Cut is the newest consistent cut across the tables read so far: a source
+// commit point W and, per table, the version holding exactly its
+// transactions committed up to W. Call it after a batch committed (no
+// released record uncommitted: Runner.AfterBatch). ok is false while a
+// table has no version written under the gate yet or is applying a
+// transaction in parts.
+func (g *Gated) Cut() (w int64, versions map[string]int64, ok bool) {
+	if len(g.collOf) == 0 {
+		return 0, nil, false
+	}
+	low := int64(math.MaxInt64)
+	for table, coll := range g.collOf {
+		if !g.gate.Known(coll) || len(g.gate.Forced(coll)) > 0 {
+			return 0, nil, false
+		}
+		v, ok := tableVersion(g.tables[table])
+		if !ok {
+			return 0, nil, false
+		}
+		ss := g.spans[table]
+		if n := len(ss); n == 0 || ss[n-1].version != v {
+			// committed since: everything released is in it (after a batch)
+			ss = append(ss, span{version: v, last: g.gate.Last(coll), validTo: g.gate.Through(coll)})
+		}
+		cur := &ss[len(ss)-1]
+		cur.validTo = max(cur.validTo, g.gate.Through(coll))
+		g.spans[table] = ss
+		low = min(low, cur.validTo)
+	}
+	cands := []int64{low}
+	for _, ss := range g.spans {
+		for _, s := range ss {
+			for _, c := range []int64{s.last, s.validTo} {
+				if c <= low {
+					cands = append(cands, c)
+				}
+			}
+		}
+	}
+	slices.Sort(cands)
+	for i := len(cands) - 1; i >= 0; i-- {
+		w := cands[i]
+		if i < len(cands)-1 && cands[i+1] == w {
+			continue
+		}
+		versions := map[string]int64{}
+		for table := range g.collOf {
+			ss := g.spans[table]
+			for j := len(ss) - 1; j >= 0; j-- {
+				if ss[j].last <= w && w <= ss[j].validTo {
+					versions[table] = ss[j].version
+					break
+				}
+			}
+			if _, ok := versions[table]; !ok {
+				break
+			}
+		}
+		if len(versions) == len(g.collOf) {
+			// older versions can only serve cuts below this one
+			for table, ss := range g.spans {
+				k := 0
+				for k < len(ss)-1 && ss[k].validTo < w {
+					k++
+				}
+				g.spans[table] = ss[k:]
+			}
+			return w, versions, true
+		}
+	}
+	return 0, nil, false
+}
+
 // register adds a collection at the state its table's last commit recorded.
 func (g *Gated) register(ctx context.Context, t Table, table, coll string, r *source.Record, rest []*source.Record) (bool, error) {
 	st := txgate.State{Through: -1, Last: -1, Resume: -1}
@@ -357,6 +450,10 @@ func (g *Gated) register(ctx context.Context, t Table, table, coll string, r *so
 		}
 	}
 	g.collOf[table], g.tableOf[coll] = coll, table
+	g.tables[table] = t
+	if v, ok := tableVersion(t); ok && found && len(w.Forced) == 0 {
+		g.spans[table] = []span{{version: v, last: w.Last, validTo: w.Through}}
+	}
 	g.cfg.Logger.Info("gating transactions of a table", "table", table, "collection", coll,
 		"through", st.Through, "resume_offset", st.Resume, "forced", len(st.Forced), "from_first", st.FromFirst)
 	// ENDs it needs that were never read (the topic is read from later) or

@@ -101,7 +101,8 @@ func runGatedModel(t *testing.T, seed uint64) {
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(seed, 7))
 	parts := 1 + rng.IntN(3)
-	w := dbzgen.GenerateTx(rng, 40, parts)
+	world := dbzgen.GenerateTx(rng, 40, parts)
+	w := world
 	stores := map[string]delta.Storage{"orders": delta.NewMemStorage(), "items": delta.NewMemStorage()}
 	norm, err := normalize.New(normalize.Options{})
 	if err != nil {
@@ -112,7 +113,7 @@ func runGatedModel(t *testing.T, seed uint64) {
 	if seed%3 == 2 {
 		bound = 12 // small: the large transactions go in parts
 	}
-	var checked, restarts int
+	var checked, restarts, cuts int
 	dec := &countingDecoder{Decoder: envelope.NewDecoder(envelope.Options{})}
 	for run := 0; ; run++ {
 		if run > 60 {
@@ -169,6 +170,10 @@ func runGatedModel(t *testing.T, seed uint64) {
 			if held, _ := g.Held(); bound > 0 && held > bound {
 				t.Fatalf("the gate holds %d records, over its bound %d", held, bound)
 			}
+			if w, vs, ok := g.Cut(); ok && bound == 0 {
+				checkCut(t, ctx, stores, w, vs, world)
+				cuts++
+			}
 			for _, tr := range rep.Tables {
 				if bound == 0 {
 					// (with a bound, transactions go in parts: only the end state is checked)
@@ -204,7 +209,10 @@ func runGatedModel(t *testing.T, seed uint64) {
 			t.Fatalf("%s at the end: %d rows, want %d\n got %v\nwant %v", tb, len(got), len(want), got, want)
 		}
 	}
-	t.Logf("%d partitions, bound %d: %d table versions checked, %d sink restarts", parts, bound, checked, restarts)
+	if bound == 0 && cuts == 0 {
+		t.Fatal("no consistent cut was found")
+	}
+	t.Logf("%d partitions, bound %d: %d table versions and %d cuts checked, %d sink restarts", parts, bound, checked, cuts, restarts)
 }
 
 func tableState(t *testing.T, ctx context.Context, store delta.Storage, tb string) map[int64]string {
@@ -249,4 +257,40 @@ func checkTxVersion(t *testing.T, ctx context.Context, store delta.Storage, tb s
 	}
 	i := slices.Index(w.Commits, wm.Through) + 1
 	t.Fatalf("%s v%d (through %d = after tx %d, last %d) holds no whole-transaction prefix:\n got %v\nwant %v (commits %v)", tb, rt.Version(), wm.Through, i, wm.Last, got, w.States[tb][i], w.Commits[:i+1])
+}
+
+// checkCut: every table at its version of the cut holds exactly the source
+// transactions committed up to W.
+func checkCut(t *testing.T, ctx context.Context, stores map[string]delta.Storage, w int64, vs map[string]int64, world *dbzgen.TxWorld) {
+	t.Helper()
+	i := 0 // transactions committed up to w
+	for i < len(world.Commits) && world.Commits[i] <= w {
+		i++
+	}
+	for table, v := range vs {
+		rt, err := tablerows.OpenStorage(ctx, stores[table], table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at, err := rt.At(ctx, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[int64]string{}
+		if err := at.Scan(ctx, tablerows.ScanOptions{Columns: []string{"id", "v"}}, func(r tablerows.Row) error {
+			var id int64
+			fmt.Sscan(r[0], &id)
+			got[id] = strings.Trim(r[1], `"`)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if want := world.States[table][i]; !maps.Equal(got, want) {
+			t.Fatalf("cut at W=%d (%d transactions): %s v%d holds\n %v\nwant %v", w, i, table, v, got, want)
+		}
+	}
+	if len(vs) != len(dbzgen.TxTables) {
+		// both tables are read from the first batches on
+		t.Logf("cut at W=%d covers %d tables", w, len(vs))
+	}
 }

@@ -45,9 +45,12 @@ type Config struct {
 	Maint      MaintConf   `yaml:"maintenance"`
 	// Consistency: "transaction" gates every table commit on whole source
 	// transactions (pipeline.Gated, docs/consistency.md).
-	Consistency string       `yaml:"consistency" doc:"eventual|transaction: transaction makes every table commit hold whole source transactions only (needs the connector's provide.transaction.metadata=true; docs/consistency.md)"`
-	Tx          TxConf       `yaml:"transactions"`
-	Rules       []rules.Rule `yaml:"rules" doc:"data-quality rules (docs/rules.md); as a flag or CDC_SINK_RULES: a YAML file holding them (replaces the file's)"`
+	Consistency string `yaml:"consistency" doc:"eventual|transaction: transaction makes every table commit hold whole source transactions only (needs the connector's provide.transaction.metadata=true; docs/consistency.md)"`
+	Tx          TxConf `yaml:"transactions"`
+	// Group: the sink's tables form a consistency group whose cuts are
+	// published in Tx.Manifest (docs/consistency.md).
+	Group string       `yaml:"consistency_group" doc:"name of the consistency group the sink's tables form (needs consistency: transaction and transactions.manifest): cuts across them are published for readers (cdc-sink consistent-versions)"`
+	Rules []rules.Rule `yaml:"rules" doc:"data-quality rules (docs/rules.md); as a flag or CDC_SINK_RULES: a YAML file holding them (replaces the file's)"`
 }
 
 // StorageConf configures the object store backends beyond the SDKs' standard
@@ -149,6 +152,7 @@ type TxConf struct {
 	Topic          string `yaml:"topic" doc:"Debezium's transaction topic (<topic.prefix>.transaction); default: from kafka.topics when they share one prefix"`
 	MaxHeldRecords int    `yaml:"max_held_records" doc:"records held back waiting for their transactions at most (0: 1,000,000); a larger transaction is applied in parts, with a warning"`
 	MaxHeldBytes   int64  `yaml:"max_held_bytes" doc:"key+value bytes held back at most (0: 256 MiB)"`
+	Manifest       string `yaml:"manifest" doc:"location of the consistency group's manifest (a path or URL, like a table's), e.g. lake/_groups/<group>"`
 }
 
 // txTopic is transactions.topic, or <prefix>.transaction when every
@@ -539,6 +543,22 @@ func (c *Config) validate() error {
 		}
 	default:
 		return bad("consistency", "%q is not eventual|transaction", c.Consistency)
+	}
+	if c.Group != "" {
+		if !sinkNameRe.MatchString(c.Group) {
+			return bad("consistency_group", "%q must be letters, digits, '.', '_' or '-'", c.Group)
+		}
+		if c.Consistency != "transaction" {
+			return bad("consistency_group", "a consistency group needs consistency: transaction (its tables must hold whole transactions)")
+		}
+		if c.Tx.Manifest == "" {
+			return bad("transactions.manifest", "consistency_group %s needs a manifest location (e.g. lake/_groups/%s)", c.Group, c.Group)
+		}
+		if _, err := checkLocation(c.Tx.Manifest); err != nil {
+			return bad("transactions.manifest", "%v", err)
+		}
+	} else if c.Tx.Manifest != "" {
+		return bad("transactions.manifest", "set without consistency_group")
 	}
 	if len(c.Kafka.Brokers) == 0 {
 		return bad("kafka.brokers", "at least one broker is required")

@@ -6,6 +6,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"maps"
 	"math/rand/v2"
 	"path/filepath"
 	"strings"
@@ -14,6 +16,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"github.com/cdcsink/cdc-sink/consistency"
+	"github.com/cdcsink/cdc-sink/delta"
 	"github.com/cdcsink/cdc-sink/internal/dbzgen"
 	"github.com/cdcsink/cdc-sink/pipeline"
 	"github.com/cdcsink/cdc-sink/source"
@@ -35,6 +39,8 @@ func TestRunConsistencyTransaction(t *testing.T) {
 	cfg.Kafka.Topics = []string{dbzgen.TxTopic("orders"), dbzgen.TxTopic("items")}
 	cfg.Table.PathTemplate = filepath.Join(lake, "{table}")
 	cfg.Consistency = "transaction"
+	cfg.Group = "shop"
+	cfg.Tx.Manifest = filepath.Join(lake, "_groups", "shop")
 	cfg.Batch.MaxRecords = 40
 	if err := cfg.validate(); err != nil {
 		t.Fatal(err)
@@ -179,6 +185,62 @@ func TestRunConsistencyTransaction(t *testing.T) {
 		}
 		t.Logf("%s: %d versions checked", tb, latest.Version())
 	}
+	// every published cut: both tables at their versions hold exactly the
+	// transactions committed up to its watermark
+	l := consistency.OpenStorage(mustStorage(t, cfg.Tx.Manifest), "shop")
+	seqs, err := l.Entries(ctx)
+	if err != nil || len(seqs) < 5 {
+		t.Fatalf("%d cuts published (%v)", len(seqs), err)
+	}
+	lastW := int64(-1)
+	for _, seq := range seqs {
+		e, err := l.Get(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Watermark <= lastW {
+			t.Fatalf("cut %d: watermark %d after %d", seq, e.Watermark, lastW)
+		}
+		lastW = e.Watermark
+		n := 0 // transactions committed up to W
+		for n < len(w.Commits) && w.Commits[n] <= e.Watermark {
+			n++
+		}
+		for tb, v := range e.Tables {
+			latest, err := tablerows.Open(ctx, tb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			at, err := latest.At(ctx, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := filepath.Base(tb)
+			if got, want := rowsOf(t, at), w.States[name][n]; !maps.Equal(got, want) {
+				t.Fatalf("cut %d at W=%d: %s v%d holds %d rows, want the state after %d transactions (%d rows)", seq, e.Watermark, name, v, len(got), n, len(want))
+			}
+		}
+	}
+	if end := w.Commits[len(w.Commits)-1]; lastW != end {
+		t.Fatalf("the last cut is at W=%d, the last transaction committed at %d", lastW, end)
+	}
+	var out strings.Builder
+	if err := cmdConsistentVersions(ctx, []string{"shop", "--manifest", cfg.Tx.Manifest}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), fmt.Sprintf("cut %d at source commit LSN %d", seqs[len(seqs)-1], lastW)) || !strings.Contains(out.String(), "VERSION AS OF") {
+		t.Fatalf("consistent-versions printed:\n%s", out.String())
+	}
+	t.Logf("%d cuts checked, the last at W=%d", len(seqs), lastW)
+}
+
+func mustStorage(t *testing.T, loc string) delta.Storage {
+	t.Helper()
+	st, err := delta.OpenStorage(context.Background(), loc, delta.StorageOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 func rowsOf(t *testing.T, tb *tablerows.Table) map[int64]string {
@@ -210,6 +272,10 @@ func TestConsistencyRefusals(t *testing.T) {
 		{"unknown mode", func(c *Config) { c.Consistency = "strict" }, `"strict" is not eventual|transaction`},
 		{"several instances", func(c *Config) { c.Consistency, c.InstanceID = "transaction", "a" }, "one instance per sink"},
 		{"no topic", func(c *Config) { c.Consistency, c.Kafka.TopicRegex, c.Kafka.Topics = "transaction", "loja.*", nil }, "set transactions.topic"},
+		{"group without transaction", func(c *Config) { c.Group, c.Tx.Manifest = "g", "lake/_g" }, "needs consistency: transaction"},
+		{"group without manifest", func(c *Config) { c.Consistency, c.Group = "transaction", "g" }, "needs a manifest location"},
+		{"manifest without group", func(c *Config) { c.Consistency, c.Tx.Manifest = "transaction", "lake/_g" }, "set without consistency_group"},
+		{"bad manifest URL", func(c *Config) { c.Consistency, c.Group, c.Tx.Manifest = "transaction", "g", "s3:/x" }, "transactions.manifest"},
 		{"two partitions", func(c *Config) { c.Consistency, c.Tx.Topic = "transaction", "two.transaction" }, "has 2 partitions"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

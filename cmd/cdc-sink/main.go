@@ -48,6 +48,7 @@ func commands() []command {
 		{"rules", "check data-quality rules: compile them, count what they reject on a sample", cmdRules},
 		{"diff", "compare the live rows of two tables (exit 1 on difference)", cmdDiff},
 		{"verify", "compare a table with its Postgres source table (exit 1 on difference)", cmdVerify},
+		{"consistent-versions", "print a consistency group's newest cut: each table's version at one source commit", cmdConsistentVersions},
 		{"slots", "show Postgres replication slots and retained WAL", cmdSlots},
 		{"status", "summary of a running sink (--url) or of tables (--tables DIR...), --json", cmdStatus},
 		{"version", "print the version", func(_ context.Context, _ []string, out, _ io.Writer) error {
@@ -116,7 +117,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: cdc-sink <command> [flags]")
 	fmt.Fprintln(w)
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.usage)
+		fmt.Fprintf(w, "  %-19s %s\n", c.name, c.usage)
 	}
 	fmt.Fprintln(w, "\nRun 'cdc-sink <command> -h' for the flags of a command.")
 }

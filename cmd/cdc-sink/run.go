@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cdcsink/cdc-sink/consistency"
 	"github.com/cdcsink/cdc-sink/envelope"
 	"github.com/cdcsink/cdc-sink/internal/redact"
 	"github.com/cdcsink/cdc-sink/merge"
@@ -144,7 +145,10 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 		Privacy:        cfg.History.privacy(),
 		SCD2:           cfg.History.scd2Route(),
 	}
-	var gated *pipeline.Gated
+	var (
+		gated *pipeline.Gated
+		pub   *cutPublisher
+	)
 	if cfg.Consistency == "transaction" {
 		setup.Domains = func(table string) map[string]string { return gated.Domains(table) }
 		setup.Decoded = func(r *source.Record) (*envelope.Event, bool) { return gated.Decoded(r) }
@@ -205,6 +209,11 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 			}})
 		runner.Src = gated
 		handler.gated = gated
+		if cfg.Group != "" {
+			if pub, err = newCutPublisher(ctx, cfg, logger); err != nil {
+				return err
+			}
+		}
 		runner.Reseek = func(ctx context.Context, tps []merge.TP) error {
 			gated.Invalidate(fmt.Sprintf("a batch of %v was fenced", tps))
 			return reseek(ctx, cons, ts, setup, logger, m, tps)
@@ -228,6 +237,7 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 		}
 		m.setLag(cons.Lag())
 		m.observeGate()
+		pub.publish(ctx, gated)
 		ts.observe(m.status)
 		ts.indexKeys(func(dir string, indexed, located int) {
 			m.indexKeys.WithLabelValues(dir, "indexed").Set(float64(indexed))
@@ -572,4 +582,48 @@ func txReaderProps(p map[string]string) map[string]string {
 		}
 	}
 	return out
+}
+
+// cutPublisher appends the newest consistent cut of the sink's tables to
+// the consistency group's manifest after each batch.
+type cutPublisher struct {
+	log    *consistency.Log
+	logger *slog.Logger
+	last   int64 // the newest watermark published
+}
+
+func newCutPublisher(ctx context.Context, cfg *Config, logger *slog.Logger) (*cutPublisher, error) {
+	l, err := consistency.Open(ctx, cfg.Tx.Manifest, storageOpts, cfg.Group)
+	if err != nil {
+		return nil, err
+	}
+	p := &cutPublisher{log: l, logger: logger, last: -1}
+	e, ok, err := l.Latest(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("consistency group %s: %w", cfg.Group, err)
+	}
+	if ok {
+		p.last = e.Watermark
+	}
+	return p, nil
+}
+
+// publish writes the gate's newest cut if it is newer than the last one. A
+// failed write is logged and left to the next batch: the manifest only
+// ever lags the tables.
+func (p *cutPublisher) publish(ctx context.Context, g *pipeline.Gated) {
+	if p == nil {
+		return
+	}
+	w, vs, ok := g.Cut()
+	if !ok || w <= p.last {
+		return
+	}
+	seq, err := p.log.Append(ctx, consistency.Entry{Watermark: w, Tables: vs, Time: time.Now().UTC()})
+	if err != nil {
+		p.logger.Warn("consistency group manifest not written (tried again after the next batch)", "err", err)
+		return
+	}
+	p.last = w
+	p.logger.Debug("consistent cut published", "seq", seq, "watermark", w, "tables", len(vs))
 }
