@@ -691,3 +691,51 @@ func TestCommitResultCheckpointErr(t *testing.T) {
 		t.Fatalf("after the fenced commit: v%d", v)
 	}
 }
+
+// Versions a consistency group's cut names stay readable: vacuum keeps the
+// files they reference and log cleanup the log from their checkpoint.
+func TestVacuumAndCleanupKeepVersions(t *testing.T) {
+	ctx := context.Background()
+	tb, dir := newTable(t, Protocol{}, map[string]string{"delta.checkpointInterval": "2"})
+	old := time.Now().Add(-30 * 24 * time.Hour)
+	for _, f := range []string{"a.parquet", "b.parquet", "c.parquet"} {
+		p := filepath.Join(dir, f)
+		os.WriteFile(p, []byte("x"), 0o640)
+		os.Chtimes(p, old, old)
+	}
+	commit(t, snap(t, tb).Begin().Add(add("a.parquet")))                                    // v1
+	s := snap(t, tb)                                                                        //
+	commit(t, s.Begin().Remove(RemoveFile(s.Files()[0], time.Now())).Add(add("b.parquet"))) // v2
+	s = snap(t, tb)
+	commit(t, s.Begin().Remove(RemoveFile(s.Files()[0], time.Now())).Add(add("c.parquet"))) // v3
+	later := time.Now().Add(8 * 24 * time.Hour)
+	res, err := Vacuum(ctx, tb, VacuumOptions{Now: later})
+	if err != nil || fmt.Sprint(res.Files) != "[a.parquet b.parquet]" {
+		t.Fatalf("without kept versions: %+v %v", res, err)
+	}
+	res, err = Vacuum(ctx, tb, VacuumOptions{Now: later, Execute: true, KeepVersions: []int64{2}})
+	if err != nil || fmt.Sprint(res.Files) != "[a.parquet]" {
+		t.Fatalf("keeping v2: %+v %v", res, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "b.parquet")); err != nil {
+		t.Fatal("v2's file deleted")
+	}
+	if _, err := Vacuum(ctx, tb, VacuumOptions{KeepVersions: []int64{9}}); err == nil {
+		t.Fatal("a version that does not exist is not reported")
+	}
+	logd := filepath.Join(dir, "_delta_log")
+	ents, _ := os.ReadDir(logd)
+	for _, e := range ents {
+		os.Chtimes(filepath.Join(logd, e.Name()), old, old)
+	}
+	// checkpoints at v2: keeping v1 keeps the whole log, keeping v2 the log from v2
+	if deleted, err := CleanupLogKeeping(ctx, tb, time.Now(), []int64{1}); err != nil || len(deleted) != 0 {
+		t.Fatalf("keeping v1: deleted %v %v", deleted, err)
+	}
+	if deleted, err := CleanupLogKeeping(ctx, tb, time.Now(), []int64{2}); err != nil || len(deleted) != 2 {
+		t.Fatalf("keeping v2: deleted %v %v", deleted, err)
+	}
+	if _, err := tb.SnapshotAt(ctx, 2); err != nil {
+		t.Fatalf("v2 after cleanup: %v", err)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -20,6 +21,10 @@ type VacuumOptions struct {
 	Execute bool
 	// Now overrides the clock.
 	Now time.Time
+	// KeepVersions are versions that must stay readable (a consistency
+	// group's cuts name them): every file they reference is kept, however
+	// old.
+	KeepVersions []int64
 }
 
 // VacuumResult lists the files vacuum deleted (or would delete).
@@ -70,6 +75,18 @@ func Vacuum(ctx context.Context, t *Table, opts VacuumOptions) (VacuumResult, er
 	}
 	for _, r := range snap.TombstonesAt(now) {
 		ref(r.Path, r.DeletionVector)
+	}
+	for _, v := range opts.KeepVersions {
+		if v == snap.version {
+			continue
+		}
+		old, err := t.SnapshotAt(ctx, v)
+		if err != nil {
+			return VacuumResult{}, fmt.Errorf("vacuum: version %d must stay readable: %w", v, err)
+		}
+		for i := range old.files {
+			ref(old.files[i].Path, old.files[i].DeletionVector)
+		}
 	}
 	files, err := w.WalkFiles(ctx, t.path)
 	if err != nil {
@@ -130,6 +147,13 @@ func relPath(p string) (string, bool) {
 // before the cutoff, its commit and everything after; delete older
 // commits, checkpoints and .crc files. Returns the deleted keys.
 func CleanupLog(ctx context.Context, t *Table, now time.Time) ([]string, error) {
+	return CleanupLogKeeping(ctx, t, now, nil)
+}
+
+// CleanupLogKeeping is CleanupLog that keeps versions readable: the log
+// from the newest checkpoint at or before the oldest of them (from the
+// first commit when there is none) stays.
+func CleanupLogKeeping(ctx context.Context, t *Table, now time.Time, keep []int64) ([]string, error) {
 	snap, err := t.Snapshot(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("cleanup log: %w", err)
@@ -152,6 +176,16 @@ func CleanupLog(ctx context.Context, t *Table, now time.Time) ([]string, error) 
 			keepFrom = cp.version
 			break
 		}
+	}
+	if len(keep) > 0 {
+		oldest := slices.Min(keep)
+		floor := int64(0)
+		for _, cp := range l.checkpoints {
+			if cp.version <= oldest {
+				floor = max(floor, cp.version)
+			}
+		}
+		keepFrom = min(keepFrom, floor)
 	}
 	if keepFrom <= 0 {
 		return nil, nil

@@ -20,7 +20,6 @@ import (
 	"github.com/cdcsink/cdc-sink/consistency"
 	"github.com/cdcsink/cdc-sink/delta"
 	"github.com/cdcsink/cdc-sink/internal/deltacheck"
-	"github.com/cdcsink/cdc-sink/pipeline"
 	"github.com/cdcsink/cdc-sink/tablerows"
 )
 
@@ -255,7 +254,7 @@ log:
 			if err != nil {
 				t.Fatal(err)
 			}
-			wm, ok, err := pipeline.ReadWatermark(at.Snap.DomainMetadata, name)
+			wm, ok, err := consistency.ReadWatermark(at.Snap.DomainMetadata, name)
 			if err != nil || !ok || wm.Through < through {
 				t.Fatalf("%s v%d: watermark %+v (%v %v) after through %d", tables[i], v, wm, ok, err, through)
 			}

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cdcsink/cdc-sink/consistency"
 	"github.com/cdcsink/cdc-sink/envelope"
 	"github.com/cdcsink/cdc-sink/merge"
 	"github.com/cdcsink/cdc-sink/source"
@@ -29,41 +30,6 @@ type TxReader interface {
 	// topic is not there yet (Debezium creates it with the first
 	// transaction): it is tried again later.
 	SeekTo(ctx context.Context, offset int64) error
-}
-
-// ConsistencyDomain is the domain metadata in which a sink's table commits
-// record the table's transaction watermark (Watermark, JSON).
-func ConsistencyDomain(sink string) string { return "cdcsink.consistency." + sink }
-
-// Watermark is where a table stands in source commit order, written with
-// each of its commits under consistency: transaction.
-type Watermark struct {
-	// Collection is the source table ("schema.table") the table follows.
-	Collection string `json:"collection"`
-	// Through: every transaction with a commit LSN up to it is in the table
-	// whole (-1: none yet).
-	Through int64 `json:"through"`
-	// Last: the highest commit LSN of a transaction the table holds.
-	Last int64 `json:"last"`
-	// Resume: the transaction-topic offset to read ENDs from after a restart
-	// (-1: from the earliest).
-	Resume int64 `json:"resume"`
-	// Forced: transactions too large for the gate's bounds, being applied
-	// in parts.
-	Forced []string `json:"forced,omitempty"`
-}
-
-// ReadWatermark reads a table's watermark from its domain metadata
-// configuration; ok is false when the table has none.
-func ReadWatermark(domain func(string) (string, bool), sink string) (w Watermark, ok bool, err error) {
-	cfg, ok := domain(ConsistencyDomain(sink))
-	if !ok || cfg == "" {
-		return Watermark{}, false, nil
-	}
-	if err := json.Unmarshal([]byte(cfg), &w); err != nil {
-		return Watermark{}, false, fmt.Errorf("transaction watermark (domain %s): %w", ConsistencyDomain(sink), err)
-	}
-	return w, true, nil
 }
 
 // GateConfig configures a Gated source.
@@ -81,7 +47,11 @@ type GateConfig struct {
 	// Bounds of what the gate holds (txgate.Config).
 	MaxHeldRecords int
 	MaxHeldBytes   int64
-	Logger         *slog.Logger
+	// Group and Manifest: the consistency group the tables are in (may be
+	// empty), recorded in each watermark so that maintenance finds the
+	// manifest whose versions it must keep.
+	Group, Manifest string
+	Logger          *slog.Logger
 }
 
 // Gated is a Poller of whole transactions: it reads the data topics and the
@@ -181,10 +151,10 @@ func (g *Gated) Domains(table string) map[string]string {
 	if !ok {
 		return nil
 	}
-	w := Watermark{Collection: coll, Through: g.gate.Through(coll), Last: g.gate.Last(coll),
+	w := consistency.Watermark{Collection: coll, Group: g.cfg.Group, Manifest: g.cfg.Manifest, Table: table, Through: g.gate.Through(coll), Last: g.gate.Last(coll),
 		Resume: g.gate.ResumeOffset(coll), Forced: g.gate.Forced(coll)}
 	b, _ := json.Marshal(w)
-	return map[string]string{ConsistencyDomain(g.cfg.Sink): string(b)}
+	return map[string]string{consistency.Domain(g.cfg.Sink): string(b)}
 }
 
 // Poll reads both topics and returns the records released.
@@ -431,7 +401,7 @@ func (g *Gated) register(ctx context.Context, t Table, table, coll string, r *so
 	if !ok {
 		return false, fmt.Errorf("table %s cannot hold a transaction watermark", table)
 	}
-	w, found, err := ReadWatermark(dt.Domain, g.cfg.Sink)
+	w, found, err := consistency.ReadWatermark(dt.Domain, g.cfg.Sink)
 	if err != nil {
 		return false, fmt.Errorf("table %s: %w", table, err)
 	}

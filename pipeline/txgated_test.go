@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cdcsink/cdc-sink/consistency"
 	"github.com/cdcsink/cdc-sink/delta"
 	"github.com/cdcsink/cdc-sink/envelope"
 	"github.com/cdcsink/cdc-sink/internal/dbzgen"
@@ -243,11 +244,11 @@ func checkTxVersion(t *testing.T, ctx context.Context, store delta.Storage, tb s
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, ok := rt.Snap.DomainMetadata(ConsistencyDomain("s"))
+	cfg, ok := rt.Snap.DomainMetadata(consistency.Domain("s"))
 	if !ok {
 		t.Fatalf("%s v%d has no watermark", tb, rt.Version())
 	}
-	wm, _, err := ReadWatermark(func(string) (string, bool) { return cfg, true }, "s")
+	wm, _, err := consistency.ReadWatermark(func(string) (string, bool) { return cfg, true }, "s")
 	if err != nil {
 		t.Fatal(err)
 	}

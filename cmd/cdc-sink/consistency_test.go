@@ -19,7 +19,6 @@ import (
 	"github.com/cdcsink/cdc-sink/consistency"
 	"github.com/cdcsink/cdc-sink/delta"
 	"github.com/cdcsink/cdc-sink/internal/dbzgen"
-	"github.com/cdcsink/cdc-sink/pipeline"
 	"github.com/cdcsink/cdc-sink/source"
 	"github.com/cdcsink/cdc-sink/tablerows"
 )
@@ -167,7 +166,7 @@ func TestRunConsistencyTransaction(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			wm, ok, err := pipeline.ReadWatermark(at.Snap.DomainMetadata, sink)
+			wm, ok, err := consistency.ReadWatermark(at.Snap.DomainMetadata, sink)
 			if err != nil || !ok {
 				t.Fatalf("%s v%d: watermark %v %v", tb, v, ok, err)
 			}
@@ -230,6 +229,36 @@ func TestRunConsistencyTransaction(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), fmt.Sprintf("cut %d at source commit LSN %d", seqs[len(seqs)-1], lastW)) || !strings.Contains(out.String(), "VERSION AS OF") {
 		t.Fatalf("consistent-versions printed:\n%s", out.String())
+	}
+	// vacuum and log cleanup keep the newest cut readable, even with no retention
+	last, err := l.Get(ctx, seqs[len(seqs)-1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tb := range dbzgen.TxTables {
+		// compaction rewrites every file: the cut's version is then history only
+		if err := cmdTable(ctx, []string{"optimize", dirs[tb]}, io.Discard, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		if err := cmdTable(ctx, []string{"vacuum", "--retention", "0s", "--dry-run=false", dirs[tb]}, &out, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		v := last.Tables[dirs[tb]]
+		if !strings.Contains(out.String(), fmt.Sprintf("kept readable: versions [%d]", v)) || strings.Contains(out.String(), "deleted 0 files") {
+			t.Fatalf("vacuum of %s printed:\n%s", tb, out.String())
+		}
+		latest, err := tablerows.Open(ctx, dirs[tb])
+		if err != nil {
+			t.Fatal(err)
+		}
+		at, err := latest.At(ctx, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := rowsOf(t, at), w.States[tb][len(w.Commits)]; !maps.Equal(got, want) {
+			t.Fatalf("%s v%d after vacuum: %d rows, want %d", tb, v, len(got), len(want))
+		}
 	}
 	t.Logf("%d cuts checked, the last at W=%d", len(seqs), lastW)
 }

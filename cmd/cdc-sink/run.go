@@ -10,11 +10,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/cdcsink/cdc-sink/consistency"
+	"github.com/cdcsink/cdc-sink/delta"
 	"github.com/cdcsink/cdc-sink/envelope"
 	"github.com/cdcsink/cdc-sink/internal/redact"
 	"github.com/cdcsink/cdc-sink/merge"
@@ -196,6 +198,7 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 		defer txr.Close()
 		gated = pipeline.NewGated(pipeline.GateConfig{Sink: cfg.Sink, P: p, Data: cons, Tx: txr,
 			MaxHeldRecords: cfg.Tx.MaxHeldRecords, MaxHeldBytes: cfg.Tx.MaxHeldBytes, Logger: logger,
+			Group: cfg.Group, Manifest: canonManifest(cfg),
 			Seek: func(_ context.Context, offs map[merge.TP]int64) error {
 				to := make(map[source.TopicPartition]int64, len(offs))
 				for tp, o := range offs {
@@ -593,7 +596,7 @@ type cutPublisher struct {
 }
 
 func newCutPublisher(ctx context.Context, cfg *Config, logger *slog.Logger) (*cutPublisher, error) {
-	l, err := consistency.Open(ctx, cfg.Tx.Manifest, storageOpts, cfg.Group)
+	l, err := consistency.Open(ctx, canonManifest(cfg), storageOpts, cfg.Group)
 	if err != nil {
 		return nil, err
 	}
@@ -626,4 +629,19 @@ func (p *cutPublisher) publish(ctx context.Context, g *pipeline.Gated) {
 	}
 	p.last = w
 	p.logger.Debug("consistent cut published", "seq", seq, "watermark", w, "tables", len(vs))
+}
+
+// canonManifest is transactions.manifest as the tables' watermarks name it
+// ("" without a group): absolute for a local path, so that maintenance run
+// from anywhere finds it.
+func canonManifest(cfg *Config) string {
+	if cfg.Group == "" {
+		return ""
+	}
+	if l, err := delta.ParseLocation(cfg.Tx.Manifest); err == nil && l.IsLocal() {
+		if abs, err := filepath.Abs(l.Path); err == nil {
+			return abs
+		}
+	}
+	return canonLocation(cfg.Tx.Manifest)
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/cdcsink/cdc-sink/consistency"
 	"github.com/cdcsink/cdc-sink/delta"
 	"github.com/cdcsink/cdc-sink/layout"
 	"github.com/cdcsink/cdc-sink/maintain"
@@ -441,12 +442,20 @@ func tableVacuum(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		opts.Retention = tr
 		opts.Now = time.Now().Add(tr - *retention)
 	}
+	keep, err := protectedVersions(ctx, t, time.Now().Add(-*retention))
+	if err != nil {
+		return err
+	}
+	opts.KeepVersions = keep
 	res, err := delta.Vacuum(ctx, t.Delta, opts)
 	if err != nil {
 		return err
 	}
 	w := bufio.NewWriter(stdout)
 	defer w.Flush()
+	if len(keep) > 0 {
+		fmt.Fprintf(w, "kept readable: versions %v (named by consistency group cuts, docs/consistency.md)\n", keep)
+	}
 	for _, f := range res.Files {
 		fmt.Fprintln(w, f)
 	}
@@ -468,7 +477,14 @@ func tableCleanupLog(ctx context.Context, args []string, stdout, stderr io.Write
 	if err != nil {
 		return err
 	}
-	deleted, err := delta.CleanupLog(ctx, t.Delta, time.Now())
+	keep, err := protectedVersions(ctx, t, time.Now().Add(-t.Snap.LogRetention()))
+	if err != nil {
+		return err
+	}
+	if len(keep) > 0 {
+		fmt.Fprintf(stdout, "kept readable: versions %v (named by consistency group cuts, docs/consistency.md)\n", keep)
+	}
+	deleted, err := delta.CleanupLogKeeping(ctx, t.Delta, time.Now(), keep)
 	for _, k := range deleted {
 		fmt.Fprintln(stdout, k)
 	}
@@ -477,4 +493,21 @@ func tableCleanupLog(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	fmt.Fprintf(stdout, "deleted %d log files older than %s (delta.logRetentionDuration) covered by a checkpoint\n", len(deleted), t.Snap.LogRetention())
 	return nil
+}
+
+// protectedVersions are the versions of t that consistency group cuts name
+// (the newest, and those written since since): vacuum and log cleanup keep
+// them readable.
+func protectedVersions(ctx context.Context, t *tablerows.Table, since time.Time) ([]int64, error) {
+	domains := map[string]string{}
+	for _, d := range t.Snap.Domains() {
+		if cfg, ok := t.Snap.DomainMetadata(d); ok {
+			domains[d] = cfg
+		}
+	}
+	keep, err := consistency.Protected(ctx, domains, storageOpts, since)
+	if err != nil {
+		return nil, fmt.Errorf("versions named by consistency group cuts: %w", err)
+	}
+	return keep, nil
 }
