@@ -51,7 +51,9 @@ type GateConfig struct {
 	// empty), recorded in each watermark so that maintenance finds the
 	// manifest whose versions it must keep.
 	Group, Manifest string
-	Logger          *slog.Logger
+	// Waited (may be nil) is told how long each released record was held.
+	Waited func(time.Duration)
+	Logger *slog.Logger
 }
 
 // Gated is a Poller of whole transactions: it reads the data topics and the
@@ -82,11 +84,22 @@ type Gated struct {
 	// held: the decoded events of records in the gate; ready: of records
 	// released and not yet taken by the pipeline (Decoded), so that a record
 	// is decoded once
-	held, ready map[*source.Record]*envelope.Event
+	held  map[*source.Record]heldEvent
+	ready map[*source.Record]*envelope.Event
+	// ends: commit LSN and source time of the ENDs read, oldest first
+	// (trimmed below the last cut): the lag of a cut
+	ends []endTime
 	// tables and spans: for Cut, each table and its recent versions
 	tables map[string]Table
 	spans  map[string][]span
 }
+
+type heldEvent struct {
+	ev *envelope.Event
+	at time.Time // when it was read
+}
+
+type endTime struct{ lsn, tsMs int64 }
 
 // span is a table version and the range of source commit points W it is
 // the state at: it holds the table's transactions up to last, and none of
@@ -104,7 +117,7 @@ func NewGated(cfg GateConfig) *Gated {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	g := &Gated{cfg: cfg, collOf: map[string]string{}, tableOf: map[string]string{}, txFrom: -1, invalid: make(chan error, 1),
-		held: map[*source.Record]*envelope.Event{}, ready: map[*source.Record]*envelope.Event{},
+		held: map[*source.Record]heldEvent{}, ready: map[*source.Record]*envelope.Event{},
 		tables: map[string]Table{}, spans: map[string][]span{}}
 	g.gate = g.newGate()
 	return g
@@ -212,6 +225,9 @@ func (g *Gated) Poll(ctx context.Context, max int, maxWait time.Duration) ([]*so
 			}
 			if ok {
 				g.gate.End(e)
+				if n := len(g.ends); n == 0 || e.CommitLSN > g.ends[n-1].lsn {
+					g.ends = append(g.ends, endTime{lsn: e.CommitLSN, tsMs: ev.TxMeta.TsMs})
+				}
 			}
 		}
 	}
@@ -229,11 +245,15 @@ func (g *Gated) Poll(ctx context.Context, max int, maxWait time.Duration) ([]*so
 		g.forced = st.Forced
 	}
 	items := make([]*source.Record, len(out))
+	now := time.Now()
 	for i := range out {
 		items[i] = out[i].Item
-		if ev, ok := g.held[items[i]]; ok {
+		if h, ok := g.held[items[i]]; ok {
 			delete(g.held, items[i])
-			g.ready[items[i]] = ev
+			g.ready[items[i]] = h.ev
+			if g.cfg.Waited != nil {
+				g.cfg.Waited(now.Sub(h.at))
+			}
 		}
 	}
 	if eof {
@@ -262,7 +282,7 @@ func (g *Gated) add(ctx context.Context, r *source.Record, rest []*source.Record
 	}
 	rec := plain
 	if derr == nil {
-		g.held[r] = ev
+		g.held[r] = heldEvent{ev: ev, at: time.Now()}
 	}
 	if routed && derr == nil && ev.Kind == envelope.KindChange {
 		if rec, err = txgate.RecordOf(r, r.Topic, r.Partition, ev, plain.Bytes); err != nil {
@@ -388,10 +408,34 @@ func (g *Gated) Cut() (w int64, versions map[string]int64, ok bool) {
 				}
 				g.spans[table] = ss[k:]
 			}
+			// ENDs below the cut no longer count for a lag
+			k := 0
+			for k < len(g.ends)-1 && g.ends[k+1].lsn <= w {
+				k++
+			}
+			g.ends = g.ends[k:]
 			return w, versions, true
 		}
 	}
 	return 0, nil, false
+}
+
+// Lag is how far a cut at w trails the transaction topic as read: in
+// source WAL bytes (the newest END's commit LSN minus w) and in source
+// time (between that END's commit and the one at or below w).
+func (g *Gated) Lag(w int64) (bytes int64, d time.Duration) {
+	if len(g.ends) == 0 {
+		return 0, 0
+	}
+	newest := g.ends[len(g.ends)-1]
+	bytes = max(0, newest.lsn-w)
+	for i := len(g.ends) - 1; i >= 0; i-- {
+		if g.ends[i].lsn <= w {
+			d = time.Duration(max(0, newest.tsMs-g.ends[i].tsMs)) * time.Millisecond
+			break
+		}
+	}
+	return bytes, d
 }
 
 // register adds a collection at the state its table's last commit recorded.
@@ -466,7 +510,7 @@ func (g *Gated) rewind(ctx context.Context, coll string, st txgate.State, rest [
 	}
 	g.past = addStats(g.past, g.gate.Stats())
 	g.gate = g.newGate()
-	g.held = map[*source.Record]*envelope.Event{} // its records are read again
+	g.held = map[*source.Record]heldEvent{} // its records are read again
 	g.txOn = false
 	for c, s := range states {
 		if err := g.gate.Register(c, s); err != nil {

@@ -151,6 +151,24 @@ func TestRunConsistencyTransaction(t *testing.T) {
 			return true
 		})
 	}
+	mfs := scrapeMetrics(t, r.addr)
+	for _, c := range []struct {
+		name  string
+		match map[string]string
+	}{
+		{"cdcsink_tx_transactions_total", map[string]string{"kind": "whole"}},
+		{"cdcsink_consistency_cuts_total", map[string]string{"group": "shop"}},
+	} {
+		if v, ok := metricSum(mfs, c.name, c.match); !ok || v <= 0 {
+			t.Errorf("%s%v = %v (%v)", c.name, c.match, v, ok)
+		}
+	}
+	if h := mfs["cdcsink_tx_wait_seconds"]; h == nil || h.GetMetric()[0].GetHistogram().GetSampleCount() == 0 {
+		t.Errorf("cdcsink_tx_wait_seconds has no samples")
+	}
+	if _, ok := metricSum(mfs, "cdcsink_consistency_watermark_lag", map[string]string{"group": "shop", "unit": "bytes"}); !ok {
+		t.Errorf("no cdcsink_consistency_watermark_lag")
+	}
 	if _, err := r.stop(t, time.Minute); err != nil {
 		t.Fatalf("final run: %v", err)
 	}

@@ -49,6 +49,9 @@ type metrics struct {
 	gated    *pipeline.Gated
 	txHeld   *prometheus.GaugeVec
 	txCount  *prometheus.CounterVec
+	txWait   prometheus.Histogram
+	cutLag   *prometheus.GaugeVec
+	cuts     *prometheus.CounterVec
 	gateSeen txgate.Stats
 
 	mu       sync.Mutex
@@ -97,6 +100,9 @@ func newMetrics(sink string) *metrics {
 		})
 	m.txHeld = f.gaugeVec("cdcsink_tx_held", "consistency: transaction: records and bytes (unit) held back until their source transactions are complete.", "unit")
 	m.txCount = f.counterVec("cdcsink_tx_transactions_total", "consistency: transaction: source transactions per table released whole (kind=whole), released in parts because they outgrew transactions.max_held_* (kind=forced), and records recognised as re-sent copies (kind=redelivered_records).", "kind")
+	m.txWait = f.histogram("cdcsink_tx_wait_seconds", "consistency: transaction: how long a record was held back before its transaction was released (its END and all its records read).", prometheus.ExponentialBuckets(0.001, 2, 16))
+	m.cutLag = f.gaugeVec("cdcsink_consistency_watermark_lag", "consistency_group: how far the newest published cut trails the transaction topic as read, in source WAL bytes (unit=bytes) and source commit time (unit=seconds).", "group", "unit")
+	m.cuts = f.counterVec("cdcsink_consistency_cuts_total", "consistency_group: cuts published to the group's manifest.", "group")
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

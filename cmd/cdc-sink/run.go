@@ -199,6 +199,7 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 		gated = pipeline.NewGated(pipeline.GateConfig{Sink: cfg.Sink, P: p, Data: cons, Tx: txr,
 			MaxHeldRecords: cfg.Tx.MaxHeldRecords, MaxHeldBytes: cfg.Tx.MaxHeldBytes, Logger: logger,
 			Group: cfg.Group, Manifest: canonManifest(cfg),
+			Waited: func(d time.Duration) { m.txWait.Observe(d.Seconds()) },
 			Seek: func(_ context.Context, offs map[merge.TP]int64) error {
 				to := make(map[source.TopicPartition]int64, len(offs))
 				for tp, o := range offs {
@@ -240,7 +241,7 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 		}
 		m.setLag(cons.Lag())
 		m.observeGate()
-		pub.publish(ctx, gated)
+		pub.publish(ctx, gated, m)
 		ts.observe(m.status)
 		ts.indexKeys(func(dir string, indexed, located int) {
 			m.indexKeys.WithLabelValues(dir, "indexed").Set(float64(indexed))
@@ -591,6 +592,7 @@ func txReaderProps(p map[string]string) map[string]string {
 // the consistency group's manifest after each batch.
 type cutPublisher struct {
 	log    *consistency.Log
+	group  string
 	logger *slog.Logger
 	last   int64 // the newest watermark published
 }
@@ -600,7 +602,7 @@ func newCutPublisher(ctx context.Context, cfg *Config, logger *slog.Logger) (*cu
 	if err != nil {
 		return nil, err
 	}
-	p := &cutPublisher{log: l, logger: logger, last: -1}
+	p := &cutPublisher{log: l, group: cfg.Group, logger: logger, last: -1}
 	e, ok, err := l.Latest(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("consistency group %s: %w", cfg.Group, err)
@@ -614,20 +616,29 @@ func newCutPublisher(ctx context.Context, cfg *Config, logger *slog.Logger) (*cu
 // publish writes the gate's newest cut if it is newer than the last one. A
 // failed write is logged and left to the next batch: the manifest only
 // ever lags the tables.
-func (p *cutPublisher) publish(ctx context.Context, g *pipeline.Gated) {
+func (p *cutPublisher) publish(ctx context.Context, g *pipeline.Gated, m *metrics) {
 	if p == nil {
 		return
 	}
 	w, vs, ok := g.Cut()
-	if !ok || w <= p.last {
-		return
+	if ok && w > p.last {
+		p.write(ctx, w, vs, m)
 	}
+	if p.last >= 0 {
+		b, d := g.Lag(p.last)
+		m.cutLag.WithLabelValues(p.group, "bytes").Set(float64(b))
+		m.cutLag.WithLabelValues(p.group, "seconds").Set(d.Seconds())
+	}
+}
+
+func (p *cutPublisher) write(ctx context.Context, w int64, vs map[string]int64, m *metrics) {
 	seq, err := p.log.Append(ctx, consistency.Entry{Watermark: w, Tables: vs, Time: time.Now().UTC()})
 	if err != nil {
 		p.logger.Warn("consistency group manifest not written (tried again after the next batch)", "err", err)
 		return
 	}
 	p.last = w
+	m.cuts.WithLabelValues(p.group).Inc()
 	p.logger.Debug("consistent cut published", "seq", seq, "watermark", w, "tables", len(vs))
 }
 
