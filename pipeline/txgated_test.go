@@ -222,13 +222,8 @@ func tableState(t *testing.T, ctx context.Context, store delta.Storage, tb strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[int64]string{}
-	if err := rt.Scan(ctx, tablerows.ScanOptions{Columns: []string{"id", "v"}}, func(r tablerows.Row) error {
-		var id int64
-		fmt.Sscan(r[0], &id)
-		out[id] = strings.Trim(r[1], `"`)
-		return nil
-	}); err != nil {
+	out, err := dbzgen.TxRows(ctx, rt)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -277,13 +272,8 @@ func checkCut(t *testing.T, ctx context.Context, stores map[string]delta.Storage
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := map[int64]string{}
-		if err := at.Scan(ctx, tablerows.ScanOptions{Columns: []string{"id", "v"}}, func(r tablerows.Row) error {
-			var id int64
-			fmt.Sscan(r[0], &id)
-			got[id] = strings.Trim(r[1], `"`)
-			return nil
-		}); err != nil {
+		got, err := dbzgen.TxRows(ctx, at)
+		if err != nil {
 			t.Fatal(err)
 		}
 		if want := world.States[table][i]; !maps.Equal(got, want) {

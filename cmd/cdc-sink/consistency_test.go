@@ -292,18 +292,11 @@ func mustStorage(t *testing.T, loc string) delta.Storage {
 
 func rowsOf(t *testing.T, tb *tablerows.Table) map[int64]string {
 	t.Helper()
-	out := map[int64]string{}
-	if err := tb.Scan(context.Background(), tablerows.ScanOptions{Columns: []string{"id", "v"}}, func(r tablerows.Row) error {
-		var id int64
-		if _, err := fmt.Sscan(r[0], &id); err != nil {
-			return err
-		}
-		out[id] = strings.Trim(r[1], `"`)
-		return nil
-	}); err != nil {
+	rows, err := dbzgen.TxRows(context.Background(), tb)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return rows
 }
 
 // What consistency: transaction cannot work with is refused before

@@ -4,12 +4,15 @@
 package dbzgen
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 
 	"github.com/cdcsink/cdc-sink/source"
+	"github.com/cdcsink/cdc-sink/tablerows"
 )
 
 // TxWorld is a generated history of two tables written by multi-table
@@ -138,4 +141,18 @@ func (w *TxWorld) IsPrefix(table string, rows map[int64]string, through, last in
 		}
 	}
 	return false
+}
+
+// TxRows reads a TxWorld table's live rows (id → v) at tb's version.
+func TxRows(ctx context.Context, tb *tablerows.Table) (map[int64]string, error) {
+	out := map[int64]string{}
+	err := tb.Scan(ctx, tablerows.ScanOptions{Columns: []string{"id", "v"}}, func(r tablerows.Row) error {
+		id, err := strconv.ParseInt(r[0], 10, 64)
+		if err != nil {
+			return fmt.Errorf("id %q: %w", r[0], err)
+		}
+		out[id] = strings.Trim(r[1], `"`)
+		return nil
+	})
+	return out, err
 }
