@@ -286,10 +286,9 @@ func (g *Gated) add(ctx context.Context, r *source.Record, rest []*source.Record
 	}
 	if routed && derr == nil && ev.Kind == envelope.KindChange {
 		if rec, err = txgate.RecordOf(r, r.Topic, r.Partition, ev, plain.Bytes); err != nil {
-			// the pipeline applies it (or quarantines it) as any other record
-			g.cfg.Logger.Warn("record with an unreadable transaction id is not gated", "topic", r.Topic,
-				"partition", r.Partition, "offset", r.Offset, "err", err)
-			rec = plain
+			// its transaction cannot be told: applied alone it could split
+			// one, quarantined it would hold its transaction back for good
+			return false, fmt.Errorf("record %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 		}
 	}
 	if routed && derr == nil && ev.Kind == envelope.KindChange && !rec.HasTx && streamed(ev) {

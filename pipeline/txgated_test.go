@@ -285,3 +285,52 @@ func checkCut(t *testing.T, ctx context.Context, stores map[string]delta.Storage
 		t.Logf("cut at W=%d covers %d tables", w, len(vs))
 	}
 }
+
+// A streamed change the gate cannot place (no transaction block, or an id
+// that is not <xid>:<lsn>) stops the sink naming the record; a snapshot
+// row without a block goes through.
+func TestGatedRefusesUnplaceableChanges(t *testing.T) {
+	ctx := context.Background()
+	norm, err := normalize.New(normalize.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const src = `"source":{"connector":"postgresql","name":"shop","db":"shop","schema":"public","table":"orders","lsn":100,"sequence":"[\"50\",\"100\"]","snapshot":"%s","ts_ms":1}`
+	for _, c := range []struct {
+		name, value, want string
+	}{
+		{"no transaction block", `{"before":null,"after":{"id":1,"v":"a"},` + fmt.Sprintf(src, "false") + `,"op":"u","ts_ms":1}`, "without a transaction block"},
+		{"bad transaction id", `{"before":null,"after":{"id":1,"v":"a"},` + fmt.Sprintf(src, "false") + `,"op":"u","ts_ms":1,"transaction":{"id":"7","total_order":1,"data_collection_order":1}}`, `transaction id "7"`},
+		{"snapshot row", `{"before":null,"after":{"id":1,"v":"a"},` + fmt.Sprintf(src, "true") + `,"op":"r","ts_ms":1}`, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tb, err := merge.Open(ctx, "mem://orders", merge.Options{Sink: "s", Storage: delta.NewMemStorage()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := New(Config{Sink: "s", Decoder: envelope.NewDecoder(envelope.Options{}), Normalizer: norm,
+				Route: func(context.Context, string) (Table, string, bool, error) { return tb, "orders", true, nil }})
+			r := &source.Record{Topic: "shop.public.orders", Offset: 0, Key: []byte(`{"id":1}`), Value: []byte(c.value)}
+			g := NewGated(GateConfig{Sink: "s", P: p, Data: &onePoll{recs: []*source.Record{r}}, Tx: txReader{&txLogs{w: &dbzgen.TxWorld{}}}})
+			out, err := g.Poll(ctx, 10, 0)
+			if c.want == "" {
+				if err != nil || len(out) != 1 {
+					t.Fatalf("released %d, %v", len(out), err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "shop.public.orders/0@0") {
+				t.Fatalf("err = %v, want %q naming the record", err, c.want)
+			}
+		})
+	}
+}
+
+// onePoll returns its records once, then nothing.
+type onePoll struct{ recs []*source.Record }
+
+func (o *onePoll) Poll(context.Context, int, time.Duration) ([]*source.Record, error) {
+	r := o.recs
+	o.recs = nil
+	return r, nil
+}
