@@ -3,114 +3,337 @@
 package merge
 
 import (
-	"bytes"
+	"encoding/binary"
 	"hash/maphash"
 	"iter"
+	"math"
+	"math/bits"
+	"unsafe"
+
+	"github.com/cdcsink/cdc-sink/versioning"
 )
 
 // keyIndex maps an encoded key (AppendKey) to where the key's current row
-// lives. It holds no Go pointers: key bytes sit back to back in one []byte,
-// entries in one slice, and the map goes from a 64-bit hash to an entry. A
-// map[string]loc costs a heap object per key that every GC cycle must mark;
-// at 10M keys that was most of the sink's CPU per event and ~3x the memory
-// (bench/results). Hash collisions are resolved by comparing the key bytes,
-// so the index is exact.
+// lives, in 36-39.4 bytes of heap per single-bigint key (38.2 at 10M keys;
+// bench/README.md "Key index memory"). It holds no Go pointers per key, so
+// the GC has nothing to mark in it: a map[string]loc costs a heap object
+// per key, and at 10M keys that was most of the sink's CPU per event
+// (bench/results).
+//
+//   - slots is an open-addressing table (linear probing, at most 13/16
+//     full, grown by half: while it grows, old and new slots are both
+//     live, never the entries) of 4-byte slots: the low ib bits hold entry
+//     index + 1 (0: empty), the others a fingerprint of the key's hash, so
+//     a probe reads an entry only when the fingerprint matches.
+//   - ents holds one 32-byte entry per key, in insertion order, in chunks
+//     of a fixed size: growing never copies them and leaves no append
+//     slack. A key of at most 8 bytes, or of 9 bytes (a tag below 240 and
+//     8 bytes, e.g. a bigint) is held in the entry; a longer key sits in
+//     arena and the entry holds its position.
+//   - the entry packs the file, row and deleted flag, and the version as
+//     Commit and LSN − Commit (int32) or, when Commit is 0, LSN and Seq
+//     (uint32), with Phase and Epoch in the spare bits. A version that does
+//     not fit (Epoch ≥ 2^20, Phase > 1, Seq ≠ 0 with a Commit or ≥ 2^32,
+//     LSN too far from Commit) is kept whole in over, a side slab (32 more
+//     bytes, reused when the key's next version fits again), and the entry
+//     holds its index.
+//
+// A key is found by comparing its encoding (the inline bytes, or the arena
+// bytes), never by its hash alone, so the index is exact. Keys are never
+// removed; Set overwrites a location.
 type keyIndex struct {
 	seed  maphash.Seed
-	heads map[uint64]int32 // key hash -> newest entry with that hash
-	ents  []indexEntry
-	keys  []byte
+	slots []uint32
+	ib    uint // low bits of a slot holding entry index + 1
+	limit int  // entries that slots takes before it grows
+	ents  slab[indexEntry]
+	arena [][]byte // long keys, each uvarint length + bytes, within one chunk
+	over  slab[versioning.Version]
+	free  []uint32 // unused indexes of over
+	hmask uint64   // ANDed with every hash: all ones, but tests force collisions
 }
 
 type indexEntry struct {
-	off  int64 // of the key in keys
-	n    int32 // key length
-	next int32 // the next entry with the same hash, -1 for none
-	loc  loc
+	key  uint64 // inline key bytes, or arena chunk<<32 | offset
+	fr   uint64 // uint32(file)<<32 | uint32(row)
+	w    uint64 // Commit (modeDelta), LSN (modeNoCommit), index of over (modeOver)
+	d    uint32 // int32(LSN − Commit) (modeDelta), Seq (modeNoCommit)
+	tail uint32 // key kind 0-7 | deleted 8 | mode 9-10 | phase 11 | epoch 12-31
 }
 
-func newKeyIndex() *keyIndex {
-	return &keyIndex{seed: maphash.MakeSeed(), heads: map[uint64]int32{}}
-}
+var _ [32]byte = [unsafe.Sizeof(indexEntry{})]byte{} // the 32 bytes the memory figures assume
+
+// Key kinds (tail bits 0-7): 0..8 an inline key of that length (byte i in
+// bits 8i of key); kindArena a key in arena; kind9+b a 9-byte key whose
+// first byte is b and whose other 8 are key, big-endian.
+const (
+	kindArena = 9
+	kind9     = 16
+
+	tailDeleted  = 1 << 8
+	modeShift    = 9
+	modeDelta    = 0
+	modeNoCommit = 1
+	modeOver     = 2
+	phaseShift   = 11
+	epochShift   = 12
+	maxEpoch     = 1<<(32-epochShift) - 1
+
+	arenaChunk = 1 << 18
+)
+
+func newKeyIndex() *keyIndex { return &keyIndex{seed: maphash.MakeSeed(), hmask: math.MaxUint64} }
+
+func (x *keyIndex) hash(k string) uint64 { return maphash.String(x.seed, k) & x.hmask }
 
 // Len is the number of keys.
-func (x *keyIndex) Len() int { return len(x.ents) }
+func (x *keyIndex) Len() int { return x.ents.n }
 
-func (x *keyIndex) key(e *indexEntry) []byte { return x.keys[e.off : e.off+int64(e.n)] }
-
-// find and findBytes return the entry of key k (hash h), or -1. Two
-// copies so that neither path converts (and allocates) the key.
-func (x *keyIndex) find(h uint64, k string) int32 {
-	i, ok := x.heads[h]
-	for ; ok && i >= 0; i = x.ents[i].next {
-		if string(x.key(&x.ents[i])) == k {
-			return i
+// inlineKey returns the inline form of k, if it has one.
+func inlineKey(k string) (kind uint32, word uint64, ok bool) {
+	switch {
+	case len(k) == 9 && k[0] < 256-kind9:
+		return kind9 + uint32(k[0]), uint64(k[1])<<56 | uint64(k[2])<<48 | uint64(k[3])<<40 | uint64(k[4])<<32 |
+			uint64(k[5])<<24 | uint64(k[6])<<16 | uint64(k[7])<<8 | uint64(k[8]), true
+	case len(k) <= 8:
+		for i := range len(k) {
+			word |= uint64(k[i]) << (8 * i)
 		}
+		return uint32(len(k)), word, true
 	}
-	return -1
+	return 0, 0, false
 }
 
-func (x *keyIndex) findBytes(h uint64, k []byte) int32 {
-	i, ok := x.heads[h]
-	for ; ok && i >= 0; i = x.ents[i].next {
-		if bytes.Equal(x.key(&x.ents[i]), k) {
-			return i
+// appendKey appends the key of entry e to dst.
+func (x *keyIndex) appendKey(dst []byte, e *indexEntry) []byte {
+	switch kind := e.tail & 0xff; {
+	case kind >= kind9:
+		return binary.BigEndian.AppendUint64(append(dst, byte(kind-kind9)), e.key)
+	case kind == kindArena:
+		return append(dst, x.arenaKey(e.key)...)
+	default:
+		for i := range kind {
+			dst = append(dst, byte(e.key>>(8*i)))
 		}
+		return dst
 	}
-	return -1
 }
 
-func (x *keyIndex) at(i int32) (loc, bool) {
-	if i < 0 {
-		return loc{}, false
+func (x *keyIndex) arenaKey(pos uint64) []byte {
+	c := x.arena[pos>>32][uint32(pos):]
+	n, w := binary.Uvarint(c)
+	return c[w : w+int(n)]
+}
+
+// storeArena copies k into arena and returns its position.
+func (x *keyIndex) storeArena(k string) uint64 {
+	need := binary.MaxVarintLen64 + len(k)
+	last := len(x.arena) - 1
+	if last < 0 || len(x.arena[last])+need > max(arenaChunk, cap(x.arena[last])) {
+		// the first chunk grows by append, later ones are allocated whole
+		// (a key longer than a chunk gets a chunk of its own)
+		size := 0
+		if last >= 0 {
+			size = max(arenaChunk, need)
+		}
+		x.arena = append(x.arena, make([]byte, 0, size))
+		last++
 	}
-	return x.ents[i].loc, true
+	c := x.arena[last]
+	pos := uint64(last)<<32 | uint64(len(c))
+	c = binary.AppendUvarint(c, uint64(len(k)))
+	x.arena[last] = append(c, k...)
+	return pos
+}
+
+// find returns the entry of key k (hash h) or -1, and the slot where it
+// is or would go.
+func (x *keyIndex) find(k string, h uint64) (slot, i int) {
+	if len(x.slots) == 0 {
+		return -1, -1
+	}
+	kind, word, inline := inlineKey(k)
+	mask := uint32(1)<<x.ib - 1
+	fp := uint32(h) &^ mask
+	slot = home(h, len(x.slots))
+	for {
+		s := x.slots[slot]
+		if s == 0 {
+			return slot, -1
+		}
+		if s&^mask == fp {
+			i := int(s&mask) - 1
+			e := x.ents.at(i)
+			if inline {
+				if e.tail&0xff == kind && e.key == word {
+					return slot, i
+				}
+			} else if e.tail&0xff == kindArena && string(x.arenaKey(e.key)) == k {
+				return slot, i
+			}
+		}
+		if slot++; slot == len(x.slots) {
+			slot = 0
+		}
+	}
+}
+
+// home is the first slot to probe for hash h in a table of n slots.
+func home(h uint64, n int) int {
+	hi, _ := bits.Mul64(h, uint64(n))
+	return int(hi)
+}
+
+// grow rebuilds slots half as large again. Entries do not move; the old
+// table is dropped as soon as the new one is filled.
+func (x *keyIndex) grow() {
+	n := max(16, len(x.slots)+len(x.slots)/2)
+	limit := n / 16 * 13
+	if limit >= math.MaxUint32 {
+		panic("merge: key index full")
+	}
+	ib := uint(bits.Len32(uint32(limit)))
+	slots := make([]uint32, n)
+	mask := uint32(1)<<ib - 1
+	// In batches: the hashes first (the entries are read in order), then
+	// the inserts, whose random loads the CPU can then overlap.
+	const batch = 64
+	var (
+		buf   [9]byte
+		hs    [batch]uint64
+		homes [batch]int
+	)
+	for lo := 0; lo < x.ents.n; lo += batch {
+		m := min(batch, x.ents.n-lo)
+		for j := range m {
+			e := x.ents.at(lo + j)
+			var h uint64
+			if e.tail&0xff == kindArena {
+				h = x.hash(bytesString(x.arenaKey(e.key)))
+			} else {
+				h = x.hash(bytesString(x.appendKey(buf[:0], e)))
+			}
+			hs[j], homes[j] = h, home(h, n)
+		}
+		for j := range m {
+			slot := homes[j]
+			for slots[slot] != 0 {
+				if slot++; slot == n {
+					slot = 0
+				}
+			}
+			slots[slot] = uint32(hs[j])&^mask | uint32(lo+j+1)
+		}
+	}
+	x.slots, x.ib, x.limit = slots, ib, limit
 }
 
 // Get returns the location of key k.
-func (x *keyIndex) Get(k string) (loc, bool) { return x.at(x.find(maphash.String(x.seed, k), k)) }
+func (x *keyIndex) Get(k string) (loc, bool) {
+	_, i := x.find(k, x.hash(k))
+	if i < 0 {
+		return loc{}, false
+	}
+	return x.loc(x.ents.at(i)), true
+}
 
 // GetBytes is Get for a key in a reused buffer.
-func (x *keyIndex) GetBytes(k []byte) (loc, bool) {
-	return x.at(x.findBytes(maphash.Bytes(x.seed, k), k))
-}
+func (x *keyIndex) GetBytes(k []byte) (loc, bool) { return x.Get(bytesString(k)) }
 
 // Set stores the location of key k.
 func (x *keyIndex) Set(k string, l loc) {
-	h := maphash.String(x.seed, k)
-	if i := x.find(h, k); i >= 0 {
-		x.ents[i].loc = l
+	h := x.hash(k)
+	slot, i := x.find(k, h)
+	if i >= 0 {
+		x.put(x.ents.at(i), l)
 		return
 	}
-	x.add(h, len(k), l)
-	x.keys = append(x.keys, k...)
+	if x.ents.n >= x.limit {
+		x.grow()
+		slot, _ = x.find(k, h)
+	}
+	i = x.ents.add()
+	e := x.ents.at(i)
+	if kind, word, ok := inlineKey(k); ok {
+		e.key, e.tail = word, kind
+	} else {
+		e.key, e.tail = x.storeArena(k), kindArena
+	}
+	x.put(e, l)
+	x.slots[slot] = uint32(h)&^(uint32(1)<<x.ib-1) | uint32(i+1)
 }
 
 // SetBytes is Set for a key in a reused buffer.
-func (x *keyIndex) SetBytes(k []byte, l loc) {
-	h := maphash.Bytes(x.seed, k)
-	if i := x.findBytes(h, k); i >= 0 {
-		x.ents[i].loc = l
-		return
+func (x *keyIndex) SetBytes(k []byte, l loc) { x.Set(bytesString(k), l) }
+
+// bytesString views b as a string without copying. Only for the duration
+// of a call that does not keep it: Set copies a new key's bytes.
+func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// put stores l in entry e, keeping its key.
+func (x *keyIndex) put(e *indexEntry, l loc) {
+	e.fr = uint64(uint32(l.file))<<32 | uint64(uint32(l.row))
+	tail := e.tail & 0xff
+	if l.deleted {
+		tail |= tailDeleted
 	}
-	x.add(h, len(k), l)
-	x.keys = append(x.keys, k...)
+	v := l.ver
+	over := e.tail>>modeShift&3 == modeOver
+	if v.Phase <= 1 && v.Epoch <= maxEpoch {
+		tail |= uint32(v.Phase)<<phaseShift | v.Epoch<<epochShift
+		d := int64(v.LSN - v.Commit)
+		switch {
+		case v.Commit == 0 && v.Seq <= math.MaxUint32:
+			x.release(e, over)
+			e.w, e.d, e.tail = v.LSN, uint32(v.Seq), tail|modeNoCommit<<modeShift
+			return
+		case v.Seq == 0 && d == int64(int32(d)):
+			x.release(e, over)
+			e.w, e.d, e.tail = v.Commit, uint32(int32(d)), tail|modeDelta<<modeShift
+			return
+		}
+	}
+	if !over {
+		if n := len(x.free); n > 0 {
+			e.w, x.free = uint64(x.free[n-1]), x.free[:n-1]
+		} else {
+			e.w = uint64(x.over.add())
+		}
+	}
+	*x.over.at(int(e.w)) = v
+	e.d, e.tail = 0, tail&0xff|tail&tailDeleted|modeOver<<modeShift
 }
 
-func (x *keyIndex) add(h uint64, n int, l loc) {
-	next := int32(-1)
-	if i, ok := x.heads[h]; ok {
-		next = i
+// release frees the over slot of e, if it had one.
+func (x *keyIndex) release(e *indexEntry, over bool) {
+	if over {
+		x.free = append(x.free, uint32(e.w))
 	}
-	x.heads[h] = int32(len(x.ents))
-	x.ents = append(x.ents, indexEntry{off: int64(len(x.keys)), n: int32(n), next: next, loc: l})
+}
+
+// loc unpacks the location in entry e.
+func (x *keyIndex) loc(e *indexEntry) loc {
+	l := loc{file: int32(e.fr >> 32), row: int32(uint32(e.fr)), deleted: e.tail&tailDeleted != 0}
+	epoch, phase := e.tail>>epochShift, versioning.Phase(e.tail>>phaseShift&1)
+	switch e.tail >> modeShift & 3 {
+	case modeDelta:
+		l.ver = versioning.Version{Epoch: epoch, Phase: phase, Commit: e.w, LSN: e.w + uint64(int64(int32(e.d)))}
+	case modeNoCommit:
+		l.ver = versioning.Version{Epoch: epoch, Phase: phase, LSN: e.w, Seq: uint64(e.d)}
+	default:
+		l.ver = *x.over.at(int(e.w))
+	}
+	return l
 }
 
 // All yields every key (a fresh string) and its location, in no order.
 func (x *keyIndex) All() iter.Seq2[string, loc] {
 	return func(yield func(string, loc) bool) {
-		for i := range x.ents {
-			if !yield(string(x.key(&x.ents[i])), x.ents[i].loc) {
+		var buf []byte
+		for i := range x.ents.n {
+			e := x.ents.at(i)
+			buf = x.appendKey(buf[:0], e)
+			if !yield(string(buf), x.loc(e)) {
 				return
 			}
 		}
@@ -120,10 +343,36 @@ func (x *keyIndex) All() iter.Seq2[string, loc] {
 // Locs yields every location without building the keys.
 func (x *keyIndex) Locs() iter.Seq[loc] {
 	return func(yield func(loc) bool) {
-		for i := range x.ents {
-			if !yield(x.ents[i].loc) {
+		for i := range x.ents.n {
+			if !yield(x.loc(x.ents.at(i))) {
 				return
 			}
 		}
 	}
+}
+
+// slab is a growable array in chunks of a fixed size, so that growing
+// neither copies the elements nor leaves more than one chunk unused. The
+// first chunk grows by append, so that a small slab stays small.
+type slab[T any] struct {
+	c [][]T
+	n int
+}
+
+const slabShift = 12 // 4096 elements a chunk
+
+func (s *slab[T]) at(i int) *T { return &s.c[i>>slabShift][i&(1<<slabShift-1)] }
+
+// add appends a zero element and returns its index.
+func (s *slab[T]) add() int {
+	if s.n&(1<<slabShift-1) == 0 && s.n > 0 {
+		s.c = append(s.c, make([]T, 0, 1<<slabShift))
+	} else if s.n == 0 {
+		s.c = append(s.c, nil)
+	}
+	last := &s.c[len(s.c)-1]
+	var zero T
+	*last = append(*last, zero)
+	s.n++
+	return s.n - 1
 }

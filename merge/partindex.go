@@ -180,21 +180,34 @@ func (st *state) rowDead(v uint64) bool {
 // indexFile puts the live rows of a file into the key index or, for a
 // file of a partition not adopted in a scoped state, into foreignKeys.
 func (t *Table) indexFile(ctx context.Context, st *state, id int32) error {
+	return t.ops.scanFile(ctx, st, st.files[id], st.fileRows(id))
+}
+
+// fileRows marks file id indexed or not (indexFile) and returns what to do
+// with each of its live rows.
+func (st *state) fileRows(id int32) rowFunc {
 	fs := st.files[id]
 	if st.scoped() && fs.part != "" && !st.adopted[fs.part] {
 		fs.indexed = false
-		return t.ops.scanFile(ctx, st, fs, func(key []byte, row int, _ versioning.Version, deleted bool) {
+		return func(key []byte, row int, _ versioning.Version, deleted bool) {
 			st.foreign.add(maphash.Bytes(st.foreign.seed, key), packForeign(id, int32(row), deleted), st.rowDead)
-		})
+		}
 	}
 	fs.indexed = true
-	return t.indexRows(ctx, st, id, nil)
+	return st.indexRow(id, nil)
 }
+
+// rowFunc takes one live row of a file (scanFile).
+type rowFunc = func(key []byte, row int, v versioning.Version, deleted bool)
 
 // indexRows puts the live rows of file id into the key index (only the
 // keys in only, when set; newest version wins, as on open).
 func (t *Table) indexRows(ctx context.Context, st *state, id int32, only map[string]bool) error {
-	return t.ops.scanFile(ctx, st, st.files[id], func(key []byte, row int, v versioning.Version, deleted bool) {
+	return t.ops.scanFile(ctx, st, st.files[id], st.indexRow(id, only))
+}
+
+func (st *state) indexRow(id int32, only map[string]bool) rowFunc {
+	return func(key []byte, row int, v versioning.Version, deleted bool) {
 		if only != nil {
 			if !only[string(key)] {
 				return
@@ -205,7 +218,7 @@ func (t *Table) indexRows(ctx context.Context, st *state, id int32, only map[str
 			return // a live duplicate would be a bug; keep the newest
 		}
 		st.index.SetBytes(key, loc{file: id, row: int32(row), ver: v, deleted: deleted})
-	})
+	}
 }
 
 // adopt moves files into the key index: their foreign entries are dropped

@@ -418,10 +418,8 @@ func (t *Table) loadState(ctx context.Context, snap *snapshotView) (*state, erro
 		st.byPath[a.Path] = int32(len(st.files))
 		st.files = append(st.files, fs)
 	}
-	for id := range st.files {
-		if err := t.indexFile(ctx, st, int32(id)); err != nil {
-			return nil, fmt.Errorf("table %s: rebuild key index: %w", t.dir, err)
-		}
+	if err := t.indexFiles(ctx, st); err != nil {
+		return nil, fmt.Errorf("table %s: rebuild key index: %w", t.dir, err)
 	}
 	return st, nil
 }
