@@ -148,6 +148,9 @@ func (g *Gated) Invalidate(reason string) {
 // Held is what the gate holds back: records, bytes.
 func (g *Gated) Held() (int, int64) { return g.gate.Held() }
 
+// Waiting is the number of transactions (per table) held back.
+func (g *Gated) Waiting() int { return g.gate.Waiting() }
+
 // Stats are the gate's counters since NewGated.
 func (g *Gated) Stats() txgate.Stats { return addStats(g.past, g.gate.Stats()) }
 

@@ -543,6 +543,21 @@ func (g *Gate[T]) Forced(collection string) []string {
 // Held returns the records and bytes held back.
 func (g *Gate[T]) Held() (records int, bytes int64) { return g.held, g.heldBytes }
 
+// Waiting counts the transactions (per collection) with records held back
+// that are not released yet: waiting for their END or for records of them
+// still to be read.
+func (g *Gate[T]) Waiting() int {
+	n := 0
+	for _, c := range g.colls {
+		for _, tx := range c.txs {
+			if !tx.released && tx.held > 0 {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // Stats returns the counters.
 func (g *Gate[T]) Stats() Stats { return g.stats }
 

@@ -477,11 +477,11 @@ func TestRegister(t *testing.T) {
 	if len(out) != 1 || out[0].Item != 3 {
 		t.Fatalf("released %v, want only the record before c's first transaction", out)
 	}
-	if h := g.Heads(); len(h) != 1 || h[0].Item != 2 {
-		t.Fatalf("heads %v, want the held record of tx 4", h)
+	if h := g.Heads(); len(h) != 1 || h[0].Item != 2 || g.Waiting() != 1 {
+		t.Fatalf("heads %v (%d transactions waiting), want the held record of tx 4", h, g.Waiting())
 	}
 	g.End(End{TxID: "4", CommitLSN: 40, Counts: map[string]int64{"c": 1}, Offset: 1})
-	if out := g.Release(); len(out) != 1 || out[0].Item != 2 || g.Through("c") != 40 || g.Through("b") != 40 || len(g.Heads()) != 0 {
+	if out := g.Release(); len(out) != 1 || out[0].Item != 2 || g.Through("c") != 40 || g.Through("b") != 40 || len(g.Heads()) != 0 || g.Waiting() != 0 {
 		t.Fatalf("released %v, through c %d b %d", out, g.Through("c"), g.Through("b"))
 	}
 }

@@ -166,6 +166,9 @@ func TestRunConsistencyTransaction(t *testing.T) {
 	if h := mfs["cdcsink_tx_wait_seconds"]; h == nil || h.GetMetric()[0].GetHistogram().GetSampleCount() == 0 {
 		t.Errorf("cdcsink_tx_wait_seconds has no samples")
 	}
+	if _, ok := metricSum(mfs, "cdcsink_tx_held", map[string]string{"unit": "transactions"}); !ok {
+		t.Errorf("no cdcsink_tx_held{unit=transactions}")
+	}
 	if _, ok := metricSum(mfs, "cdcsink_consistency_watermark_lag", map[string]string{"group": "shop", "unit": "bytes"}); !ok {
 		t.Errorf("no cdcsink_consistency_watermark_lag")
 	}

@@ -98,7 +98,7 @@ func newMetrics(sink string) *metrics {
 			}
 			return 0
 		})
-	m.txHeld = f.gaugeVec("cdcsink_tx_held", "consistency: transaction: records and bytes (unit) held back until their source transactions are complete.", "unit")
+	m.txHeld = f.gaugeVec("cdcsink_tx_held", "consistency: transaction: records, bytes and transactions (unit) held back until their source transactions are complete.", "unit")
 	m.txCount = f.counterVec("cdcsink_tx_transactions_total", "consistency: transaction: source transactions per table released whole (kind=whole), released in parts because they outgrew transactions.max_held_* (kind=forced), and records recognised as re-sent copies (kind=redelivered_records).", "kind")
 	m.txWait = f.histogram("cdcsink_tx_wait_seconds", "consistency: transaction: how long a record was held back before its transaction was released (its END and all its records read).", prometheus.ExponentialBuckets(0.001, 2, 16))
 	m.cutLag = f.gaugeVec("cdcsink_consistency_watermark_lag", "consistency_group: how far the newest published cut trails the transaction topic as read, in source WAL bytes (unit=bytes) and source commit time (unit=seconds).", "group", "unit")
@@ -116,6 +116,7 @@ func (m *metrics) observeGate() {
 	n, b := m.gated.Held()
 	m.txHeld.WithLabelValues("records").Set(float64(n))
 	m.txHeld.WithLabelValues("bytes").Set(float64(b))
+	m.txHeld.WithLabelValues("transactions").Set(float64(m.gated.Waiting()))
 	st := m.gated.Stats()
 	m.txCount.WithLabelValues("whole").Add(float64(st.Transactions - m.gateSeen.Transactions))
 	m.txCount.WithLabelValues("forced").Add(float64(st.Forced - m.gateSeen.Forced))
