@@ -117,6 +117,8 @@ def gen_cmd(a, topic, *extra):
             "-partitions", str(a.partitions), "-row-width", str(a.row_width), "-duplicates", str(a.duplicates),
             "-late", str(a.late), "-late-distance", str(a.late_distance),
             *(["-registry", a.registry] if a.format == "avro" else []),
+            # consistency: transaction needs the transaction topic's END records
+            *(["-tx-topic", topic + ".transaction"] if getattr(a, "consistency", "eventual") == "transaction" else []),
             # the change part is generated once per run and cached: re-simulating a 10M-row
             # snapshot for every phase would cost minutes and GBs each time
             *(["-changes-file", a.changes_file] if getattr(a, "changes_file", None) else []), *extra]
@@ -224,7 +226,7 @@ def run_contender(a, name, runid):
     os.makedirs(work)
     table = os.path.join(work, "table")
     offs_file = os.path.join(work, "produced.txt")
-    res = {"contender": name, "topic": topic, "table": table, "load_avg": {}}
+    res = {"contender": name, "topic": topic, "table": table, "load_avg": {}, "consistency": a.consistency}
     say(f"== {name}: topic {topic}")
     res["load_avg"]["start"] = loadavg()
     sh(gen_cmd(a, topic, "-part", "snapshot", "-offsets", offs_file))
@@ -242,6 +244,8 @@ def run_contender(a, name, runid):
         with open(cfg, "w") as f:
             json.dump({"sink": sink, "kafka": {"brokers": [a.brokers], "group": f"bench.{runid}.cdc", "topics": [topic]},
                        "tables": {"map": {topic: table}},
+                       **({"consistency": "transaction", "transactions": {"topic": topic + ".transaction"}}
+                          if a.consistency == "transaction" else {}),
                        "batch": {"max_records": a.batch, "max_interval": f"{int(a.max_interval*1000)}ms"},
                        "quarantine": {"file": os.path.join(work, "quarantine.jsonl")},
                        **({"registry": {"url": a.registry}} if a.format == "avro" else {}),
@@ -559,6 +563,7 @@ def cmd_run(a):
     a.split = int(stats["change_records"] * a.backlog / (a.backlog + a.live))
     out = {"runid": runid, "seed": a.seed, "size": a.size, "backlog_events": a.backlog, "live_events": a.live, "rate": a.rate,
            "batch": a.batch, "max_interval_s": a.max_interval, "format": a.format, "partitions": a.partitions,
+           "consistency": a.consistency,
            "row_width": a.row_width, "duplicates": a.duplicates, "late": a.late, "late_distance": a.late_distance,
            "stream": {k: stats[k] for k in ("counts", "snapshot_records", "change_records", "avg_record_bytes")},
            "backlog_change_records": a.split, "started": dt.datetime.now(dt.timezone.utc).isoformat(),
@@ -820,6 +825,8 @@ def main():
     r.add_argument("--late-distance", type=int, default=6000)
     r.add_argument("--seed", type=int, default=7)
     r.add_argument("--contenders", default="cdc-sink,spark,delta-rs")
+    r.add_argument("--consistency", default="eventual", choices=["eventual", "transaction"],
+                   help="cdc-sink's consistency (transaction: the generator also writes END records on <topic>.transaction)")
     r.add_argument("--timeout", type=float, default=3600)
     r.add_argument("--runid", default="")
     r.add_argument("--keep", action="store_true")

@@ -46,7 +46,7 @@ import (
 
 type options struct {
 	brokers, topic, format, mix, part, offsets, expected, stats string
-	changesFile, registry, out                                  string
+	changesFile, registry, out, txTopic                         string
 	seed                                                        int64
 	snapshotRows, events, keys, rowWidth, partitions, txSize    int
 	from, to, lateDistance                                      int
@@ -83,6 +83,7 @@ func main() {
 	flag.StringVar(&o.offsets, "offsets", "", "append 'partition offset produce_ts_us' per delivered record to this file")
 	flag.StringVar(&o.expected, "expected", "", "write the reference final state (JSON lines) here and exit")
 	flag.StringVar(&o.stats, "stats", "", "write the stream's counts (JSON) here")
+	flag.StringVar(&o.txTopic, "tx-topic", "", "also write Debezium's transaction metadata: the END record of each transaction to this topic (one partition) right after the transaction's last record (provide.transaction.metadata=true; JSON formats, needs -tx-size ≥ 1)")
 	flag.StringVar(&o.changesFile, "changes-file", "", "cache of the changes part (kcat JSON lines): written when the stream is generated, read by -part changes instead of generating the whole stream again (10M snapshot rows take minutes and GBs)")
 	flag.Parse()
 	if err := run(o); err != nil {
@@ -92,6 +93,9 @@ func main() {
 }
 
 func config(o options) (dbzgen.Config, error) {
+	if o.txTopic != "" && (o.format == "avro" || o.txSize < 1) {
+		return dbzgen.Config{}, fmt.Errorf("-tx-topic needs a JSON -format and -tx-size ≥ 1")
+	}
 	var mix [3]float64
 	parts := strings.Split(o.mix, ",")
 	if len(parts) != 3 {
@@ -131,8 +135,23 @@ func config(o options) (dbzgen.Config, error) {
 
 // changes returns the part after the snapshot with the late copies
 // inserted (deterministically from the seed).
+// endMarker is the topic of the END records in the changes part (and its
+// cache): they are produced to -tx-topic, whatever its name in this run.
+const endMarker = "dbzgen.transaction-end"
+
 func changes(s *dbzgen.Stream, o options) []*source.Record {
 	rest := s.Records // LazySnapshot: the records after the snapshot
+	if o.txTopic != "" {
+		ends := s.TxEnds(endMarker)
+		with := make([]*source.Record, 0, len(rest)+len(ends))
+		for _, r := range rest {
+			with = append(with, r)
+			if e, ok := ends[r]; ok {
+				with = append(with, e)
+			}
+		}
+		rest = with
+	}
 	if o.late <= 0 {
 		return rest
 	}
@@ -140,7 +159,7 @@ func changes(s *dbzgen.Stream, o options) []*source.Record {
 	lateAt := map[int][]*source.Record{} // index in rest → copies to emit before it
 	var tail []*source.Record
 	for i, r := range rest {
-		if r.Value == nil || rng.Float64() >= o.late {
+		if r.Value == nil || r.Topic == endMarker || rng.Float64() >= o.late {
 			continue
 		}
 		if at := i + o.lateDistance; at < len(rest) {
@@ -442,6 +461,13 @@ func produce(o options, n int, yield func(func(*source.Record) error) error) err
 	if err := ensureTopic(o); err != nil {
 		return err
 	}
+	if o.txTopic != "" {
+		t := o
+		t.topic, t.partitions = o.txTopic, 1
+		if err := ensureTopic(t); err != nil {
+			return err
+		}
+	}
 	p, err := kafka.NewProducer(&kafka.ConfigMap{
 		"bootstrap.servers": o.brokers, "linger.ms": 5, "batch.size": 1 << 20, "compression.type": "lz4",
 		"acks": "all", "enable.idempotence": true, "queue.buffering.max.messages": 200000,
@@ -472,7 +498,7 @@ func produce(o options, n int, yield func(func(*source.Record) error) error) err
 			if m.TopicPartition.Error != nil && firstErr == nil {
 				firstErr = m.TopicPartition.Error
 			}
-			if offW != nil && m.TopicPartition.Error == nil {
+			if offW != nil && m.TopicPartition.Error == nil && m.Opaque.(int64) >= 0 { // not an END
 				fmt.Fprintf(offW, "%d %d %d\n", m.TopicPartition.Partition, int64(m.TopicPartition.Offset), m.Opaque.(int64))
 			}
 			got++
@@ -496,6 +522,24 @@ func produce(o options, n int, yield func(func(*source.Record) error) error) err
 		hs := make([]kafka.Header, len(r.Headers))
 		for j, h := range r.Headers {
 			hs[j] = kafka.Header{Key: h.Key, Value: h.Value}
+		}
+		if r.Topic == endMarker {
+			if o.txTopic == "" {
+				return fmt.Errorf("the changes hold END records (-changes-file %s was written with -tx-topic): give -tx-topic", o.changesFile)
+			}
+			m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &o.txTopic, Partition: 0},
+				Key: r.Key, Value: r.Value, Timestamp: now, Opaque: int64(-1)}
+			for {
+				err := p.Produce(m, nil)
+				if err == nil {
+					return nil
+				}
+				if ke, ok := err.(kafka.Error); ok && ke.Code() == kafka.ErrQueueFull {
+					p.Flush(100)
+					continue
+				}
+				return err
+			}
 		}
 		key, val := r.Key, restamp(r.Value, now)
 		if o.avro != nil { // restamped as JSON, then transcoded

@@ -41,6 +41,7 @@ package dbzgen
 import (
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/cdcsink/cdc-sink/normalize"
 	"github.com/cdcsink/cdc-sink/source"
@@ -255,12 +256,33 @@ type Stream struct {
 	expected  map[string]Row
 	malformed []Coord
 	counts    Counts
+	// ends: the END record (value) of each streamed transaction, keyed by
+	// its last record (TxEnds)
+	ends map[*source.Record]txEnd
 
 	// LazySnapshot: the snapshot events, their encoder, and the final key
 	// states the reference model is built from on demand.
 	snapEvents []event
 	enc        *encoder
 	final      []keyState
+}
+
+type txEnd struct {
+	key, value []byte
+	ts         time.Time
+}
+
+// TxEnds returns, for the transactions the stream commits (TxSize ≥ 1), the
+// END record Debezium writes on the transaction topic
+// (provide.transaction.metadata=true), schemaless JSON, keyed by the last
+// record of its transaction in Records: a producer writes the END to topic
+// right after that record. Redelivered copies get no END of their own.
+func (s *Stream) TxEnds(topic string) map[*source.Record]*source.Record {
+	out := make(map[*source.Record]*source.Record, len(s.ends))
+	for last, e := range s.ends {
+		out[last] = &source.Record{Topic: topic, Key: e.key, Value: e.value, Timestamp: e.ts, TimestampType: last.TimestampType}
+	}
+	return out
 }
 
 // EachSnapshot calls fn for each record of the initial snapshot in emission

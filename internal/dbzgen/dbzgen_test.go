@@ -20,6 +20,7 @@ import (
 	"github.com/cdcsink/cdc-sink/normalize"
 	"github.com/cdcsink/cdc-sink/quarantine"
 	"github.com/cdcsink/cdc-sink/source"
+	"github.com/cdcsink/cdc-sink/txgate"
 	"github.com/cdcsink/cdc-sink/versioning"
 )
 
@@ -805,4 +806,57 @@ func ExampleGenerate() {
 	s := Generate(Config{Seed: 1, Events: 100, SnapshotRows: 10, Partitions: 2, TxSize: 3, Tombstones: true})
 	fmt.Println(s.Topic, s.Counts().Snapshot, s.Counts().Inserts+s.Counts().Updates+s.Counts().Deletes)
 	// Output: loja.public.orders 10 100
+}
+
+// TxEnds: one END per committed transaction, after its last record; fed
+// with the data to a transaction gate in that order, every record comes out
+// once and every transaction whole (the counts match the events, tombstones
+// not counted).
+func TestTxEnds(t *testing.T) {
+	s := Generate(Config{Seed: 9, Partitions: 3, Keys: 200, Events: 2000, SnapshotRows: 100, Tombstones: true,
+		TxSize: 4, InFlightAtSnapshot: true, Duplicates: 0.05, Format: JSONPlain})
+	ends := s.TxEnds("loja.transaction")
+	if len(ends) != s.Counts().Transactions || len(ends) == 0 {
+		t.Fatalf("%d ENDs for %d transactions", len(ends), s.Counts().Transactions)
+	}
+	dec := envelope.NewDecoder(envelope.Options{})
+	g := txgate.New[*source.Record](txgate.Config{Collections: []string{"public.orders"}})
+	ctx := context.Background()
+	released, off := 0, int64(0)
+	for _, r := range s.Records {
+		ev, err := dec.Decode(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ev2 *envelope.Event
+		if ev.Kind == envelope.KindChange {
+			ev2 = ev
+		}
+		rec, err := txgate.RecordOf(r, r.Topic, r.Partition, ev2, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Add(rec); err != nil {
+			t.Fatal(err)
+		}
+		if e, ok := ends[r]; ok {
+			eev, err := dec.Decode(ctx, e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			end, ok, err := txgate.EndOf(eev, off)
+			if err != nil || !ok {
+				t.Fatalf("END %s: %v %v", e.Value, ok, err)
+			}
+			off++
+			g.End(end)
+		}
+		released += len(g.Release())
+	}
+	if held, _ := g.Held(); held != 0 || released != len(s.Records) {
+		t.Fatalf("released %d of %d records, %d held", released, len(s.Records), held)
+	}
+	if st := g.Stats(); st.Transactions != int64(len(ends)) {
+		t.Fatalf("%d transactions released whole, %d ENDs", st.Transactions, len(ends))
+	}
 }

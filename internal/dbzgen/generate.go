@@ -1,9 +1,11 @@
 package dbzgen
 
 import (
+	"fmt"
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 
 	"github.com/cdcsink/cdc-sink/source"
 )
@@ -112,6 +114,23 @@ func (g *gen) finish() *Stream {
 		recs[i] = enc.record(s.Topic, &g.events[i])
 	}
 	g.counts.Records = len(recs)
+	if cfg.TxSize > 0 {
+		coll := cfg.Schema + "." + cfg.Table
+		s.ends = make(map[*source.Record]txEnd, len(g.txMeta))
+		for i, m := range g.txMeta {
+			if g.txEnds[i] <= lazy || g.txEnds[i] == g.txStarts[i] {
+				continue
+			}
+			last := recs[g.txEnds[i]-1]
+			id := strconv.FormatInt(m.xid, 10) + ":" + strconv.FormatUint(m.commit, 10)
+			s.ends[last] = txEnd{
+				key: []byte(`{"id":"` + id + `"}`),
+				value: fmt.Appendf(nil, `{"status":"END","id":"%s","event_count":%d,"data_collections":[{"data_collection":"%s","event_count":%d}],"ts_ms":%d}`,
+					id, m.events, coll, m.events, m.tsUs/1000),
+				ts: last.Timestamp,
+			}
+		}
+	}
 
 	// Redeliveries: whole transactions replayed after a simulated Connect
 	// restart, inserted right after the last replayed transaction.

@@ -24,6 +24,14 @@ type event struct {
 	pkChange   bool
 }
 
+// txMeta is what the END record of a streamed transaction says.
+type txMeta struct {
+	xid    int64
+	commit uint64 // the commit LSN (the next transaction's sequence[0])
+	tsUs   int64
+	events int64 // data events (tombstones are not counted)
+}
+
 type tx struct {
 	xid     int64
 	target  int
@@ -93,7 +101,8 @@ type gen struct {
 	events   []event
 	txStarts []int // index in events of each streamed transaction's first event
 	txEnds   []int // index after its last event
-	resnapAt int   // index of the first resnapshot event, -1 if none
+	txMeta   []txMeta
+	resnapAt int // index of the first resnapshot event, -1 if none
 
 	lastEnd    uint64
 	hasLastEnd bool
@@ -263,6 +272,7 @@ func (g *gen) commit(t *tx) {
 		}
 	}
 	g.txEnds = append(g.txEnds, len(g.events))
+	g.txMeta = append(g.txMeta, txMeta{xid: t.xid, commit: end, tsUs: ts, events: int64(len(t.changes))})
 	for _, id := range t.locks {
 		g.keys[id].lock = nil
 	}
