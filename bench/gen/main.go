@@ -529,17 +529,7 @@ func produce(o options, n int, yield func(func(*source.Record) error) error) err
 			}
 			m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &o.txTopic, Partition: 0},
 				Key: r.Key, Value: r.Value, Timestamp: now, Opaque: int64(-1)}
-			for {
-				err := p.Produce(m, nil)
-				if err == nil {
-					return nil
-				}
-				if ke, ok := err.(kafka.Error); ok && ke.Code() == kafka.ErrQueueFull {
-					p.Flush(100)
-					continue
-				}
-				return err
-			}
+			return send(p, m)
 		}
 		key, val := r.Key, restamp(r.Value, now)
 		if o.avro != nil { // restamped as JSON, then transcoded
@@ -551,17 +541,7 @@ func produce(o options, n int, yield func(func(*source.Record) error) error) err
 		}
 		m := &kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &o.topic, Partition: r.Partition},
 			Key: key, Value: val, Headers: hs, Timestamp: now, Opaque: now.UnixMicro()}
-		for {
-			err := p.Produce(m, nil)
-			if err == nil {
-				return nil
-			}
-			if ke, ok := err.(kafka.Error); ok && ke.Code() == kafka.ErrQueueFull {
-				p.Flush(100)
-				continue
-			}
-			return err
-		}
+		return send(p, m)
 	})
 	if err != nil {
 		return err
@@ -580,6 +560,21 @@ func produce(o options, n int, yield func(func(*source.Record) error) error) err
 	el := time.Since(t0).Seconds()
 	fmt.Fprintf(os.Stderr, "gen: produced %d records to %s in %.1fs (%.0f/s)\n", n, o.topic, el, float64(n)/el)
 	return nil
+}
+
+// send produces m, waiting while the producer's queue is full.
+func send(p *kafka.Producer, m *kafka.Message) error {
+	for {
+		err := p.Produce(m, nil)
+		if err == nil {
+			return nil
+		}
+		if ke, ok := err.(kafka.Error); ok && ke.Code() == kafka.ErrQueueFull {
+			p.Flush(100)
+			continue
+		}
+		return err
+	}
 }
 
 // writeExpected writes one JSON line per key: {"id", "deleted", "row": {col: value}}
