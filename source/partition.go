@@ -25,20 +25,18 @@ type PartitionReaderConfig struct {
 	Logger    *slog.Logger
 }
 
-// PartitionReader reads one partition from an offset it is told (Seek),
+// PartitionReader reads one partition from an offset it is told (SeekTo),
 // with no group membership and no committed offsets: the caller keeps its
-// position (the table does). Poll and Seek must be called from one
+// position (the table does). Poll and SeekTo must be called from one
 // goroutine.
 type PartitionReader struct {
 	c   *kafka.Consumer
 	tp  kafka.TopicPartition
 	log *slog.Logger
-	// next is the offset of the next record Poll returns (-1: earliest)
-	next int64
 }
 
-// NewPartitionReader connects and checks that the topic exists and how many
-// partitions it has (Partitions); it reads nothing until Seek.
+// NewPartitionReader creates the client; it reads nothing until SeekTo
+// (Partitions tells whether the topic exists).
 func NewPartitionReader(cfg PartitionReaderConfig) (*PartitionReader, error) {
 	if len(cfg.Brokers) == 0 || cfg.Topic == "" {
 		return nil, errors.New("source: PartitionReaderConfig needs Brokers and Topic")
@@ -63,7 +61,7 @@ func NewPartitionReader(cfg PartitionReaderConfig) (*PartitionReader, error) {
 		return nil, fmt.Errorf("source: creating reader of %s: %w", cfg.Topic, err)
 	}
 	topic := cfg.Topic
-	return &PartitionReader{c: kc, tp: kafka.TopicPartition{Topic: &topic, Partition: cfg.Partition}, log: log, next: -1}, nil
+	return &PartitionReader{c: kc, tp: kafka.TopicPartition{Topic: &topic, Partition: cfg.Partition}, log: log}, nil
 }
 
 // Partitions is the number of partitions of the reader's topic; 0 when the
@@ -108,7 +106,6 @@ func (r *PartitionReader) SeekTo(ctx context.Context, offset int64) error {
 	if err := r.c.Assign([]kafka.TopicPartition{tp}); err != nil {
 		return fmt.Errorf("source: assign %s/%d at %d: %w", *tp.Topic, tp.Partition, offset, err)
 	}
-	r.next = offset
 	return nil
 }
 
@@ -130,9 +127,7 @@ func (r *PartitionReader) Poll(ctx context.Context, max int, maxWait time.Durati
 				r.log.Warn("partition error", "partition", e.TopicPartition.String(), "err", e.TopicPartition.Error)
 				continue
 			}
-			rec := toRecord(e)
-			r.next = rec.Offset + 1
-			out = append(out, rec)
+			out = append(out, toRecord(e))
 			continue
 		case kafka.Error:
 			if e.IsFatal() {
