@@ -188,6 +188,35 @@ type tableWork struct {
 // On error nothing is acknowledged; calling Process again with the same
 // records is safe (already-committed tables skip them by offset).
 func (p *Pipeline) Process(ctx context.Context, recs []*source.Record) (*Report, error) {
+	return p.process(ctx, recs, nil)
+}
+
+// staged is a record decoded and normalized ahead of its batch (Stage).
+type staged struct {
+	ev  *envelope.Event
+	c   *normalize.Change // nil: ignored (heartbeat…) or err
+	err error             // permanent decode or normalize failure: quarantined
+}
+
+// stage decodes and normalizes r ahead of its batch, for a Runner that
+// overlaps reading with applying. Both steps depend only on the record and
+// the records before it in the stream (the normalizer's schema inference),
+// never on a table, so doing them early changes nothing as long as records
+// are staged in stream order: a transient decode failure is retried here
+// (as the batch would), and ok is false only when ctx ends first.
+func (p *Pipeline) stage(ctx context.Context, r *source.Record) (st staged, ok bool) {
+	ev, err := p.decode(ctx, r)
+	if err != nil && ctx.Err() != nil {
+		return staged{}, false
+	}
+	st.ev, st.err = ev, err
+	if err == nil && (ev.Kind == envelope.KindChange || ev.Kind == envelope.KindTombstone) {
+		st.c, st.err = p.cfg.Normalizer.Normalize(ev, r)
+	}
+	return st, true
+}
+
+func (p *Pipeline) process(ctx context.Context, recs []*source.Record, pre map[*source.Record]staged) (*Report, error) {
 	start := p.cfg.Now()
 	rep := &Report{Records: len(recs), Quarantined: map[quarantine.Reason]int{}, Started: start}
 	works := map[string]*tableWork{}
@@ -231,7 +260,13 @@ func (p *Pipeline) Process(ctx context.Context, recs []*source.Record) (*Report,
 	}
 	decStart := time.Now()
 	for _, r := range unrouted {
-		ev, err := p.decode(ctx, r)
+		var ev *envelope.Event
+		var err error
+		if st, ok := pre[r]; ok {
+			ev, err = st.ev, st.err
+		} else {
+			ev, err = p.decode(ctx, r)
+		}
 		if err != nil && ctx.Err() != nil {
 			return nil, err
 		}
@@ -248,7 +283,7 @@ func (p *Pipeline) Process(ctx context.Context, recs []*source.Record) (*Report,
 		rep.Quarantined[quarantine.UnknownTable]++
 	}
 	for _, w := range order {
-		if err := p.prepare(ctx, w, rep); err != nil {
+		if err := p.prepare(ctx, w, rep, pre); err != nil {
 			return nil, err
 		}
 	}
@@ -294,17 +329,23 @@ func (p *Pipeline) decode(ctx context.Context, r *source.Record) (*envelope.Even
 	}
 }
 
-func (p *Pipeline) prepare(ctx context.Context, w *tableWork, rep *Report) error {
+func (p *Pipeline) prepare(ctx context.Context, w *tableWork, rep *Report, pre map[*source.Record]staged) error {
 	var keyBuf []byte
 	for _, r := range w.recs {
-		ev, err := p.decode(ctx, r)
+		var c *normalize.Change
+		st, ok := pre[r]
+		if !ok {
+			if st, ok = p.stage(ctx, r); !ok {
+				return ctx.Err()
+			}
+		}
+		ev, err := st.ev, st.err
 		if err == nil && ev.Kind != envelope.KindChange && ev.Kind != envelope.KindTombstone {
 			rep.Ignored++
 			continue
 		}
-		var c *normalize.Change
 		if err == nil {
-			c, err = p.cfg.Normalizer.Normalize(ev, r)
+			c = st.c
 		}
 		if err != nil {
 			if ctx.Err() != nil {

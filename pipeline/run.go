@@ -39,18 +39,40 @@ func (t *Trigger) defaults() {
 }
 
 // Runner feeds a Poller into a Pipeline in micro-batches.
+//
+// A batch is applied on a goroutine of its own. With Overlap, Run's
+// goroutine meanwhile polls the next batch and decodes and normalizes its
+// records (Pipeline.stage), so that reading batch N+1 and applying batch N
+// use both cores; otherwise it waits for each batch. Either way batches are
+// applied one at a time and in order, offsets advance only with the table
+// commits (AfterBatch runs after them), and a crash loses nothing the tables
+// did not record: the next run reads again from the tables' offsets.
 type Runner struct {
 	P       *Pipeline
 	Src     Poller
 	Trigger Trigger
+	// Overlap reads (polls, decodes, normalizes) the next batch while the
+	// current one is applied and committed. The source, decoder and
+	// normalizer are then used on Run's goroutine while the tables are used
+	// on the batch's: a source that reads tables (pipeline.Gated) must not
+	// overlap.
+	Overlap bool
+	// MaxHeldBytes bounds the key+value bytes of the records the runner
+	// holds with Overlap: the batch being applied plus the one being read
+	// (polling stops at the budget and waits for the batch; one poll may
+	// overshoot it by a poll's records). Default 2 × Trigger.MaxBytes; never
+	// below Trigger.MaxBytes. Decoded records cost a few times their bytes.
+	MaxHeldBytes int64
 	// AfterBatch runs after every successful batch (e.g. commit consumer
-	// group offsets, print progress). An error stops the runner.
+	// group offsets, print progress), on the batch's goroutine, before the
+	// next batch starts. An error stops the runner.
 	AfterBatch func(ctx context.Context, recs []*source.Record, rep *Report) error
 	// OnIdle, if set, runs on Run's goroutine (no batch in flight) after a
 	// poll that returned nothing while nothing was buffered.
 	OnIdle func()
-	// ShutdownGrace bounds how long the buffered batch may take to finish
-	// after ctx is cancelled (SIGTERM). Default 30s.
+	// ShutdownGrace bounds how long the batches held may take to finish
+	// after ctx is cancelled (SIGTERM): the one in flight and the one
+	// buffered, together. Default 30s.
 	ShutdownGrace time.Duration
 	// OnError is told about each failed batch before the runner retries it
 	// (transient) or stops (permanent). May be nil.
@@ -59,17 +81,36 @@ type Runner struct {
 	// instance advanced these partitions while this one held records of
 	// them). The runner has dropped every record of them; Reseek must move
 	// the source back to the table's offsets for those still assigned (and
-	// leave the others to their new owner). The rest of the batch is then
-	// applied. Nil: the fenced records are dropped and nothing is re-read
+	// leave the others to their new owner). It runs on Run's goroutine
+	// after the rest of the batch was applied, before anything more is
+	// polled. Nil: the fenced records are dropped and nothing is re-read
 	// (only right for a source that cannot seek and has no other writer).
 	Reseek func(ctx context.Context, tps []merge.TP) error
 
-	mu  sync.Mutex
-	buf []*source.Record
+	mu       sync.Mutex
+	buf      []*source.Record
+	bufBytes int64
+	staged   map[*source.Record]staged // Overlap: buf's records read ahead
+	partial  bool                      // staging stopped (ctx ended): the rest of buf is not staged
+	fenced   []merge.TP                // set by a fenced batch, re-seeked by Run's goroutine
+	cur      *inflight                 // the batch being applied
 }
+
+// inflight is a batch being applied.
+type inflight struct {
+	bytes int64
+	done  chan struct{}
+	err   error // set before done is closed
+}
+
+// overlapPoll bounds a poll while a batch is in flight, so that the next
+// batch starts soon after it ends.
+const overlapPoll = 20 * time.Millisecond
 
 // Revoke drops buffered records of partitions this process no longer owns.
 // Dropping is safe: the new owner resumes from the offsets in the table.
+// A caller on a rebalance callback first calls Quiesce: a batch in flight
+// may hold records of them.
 func (r *Runner) Revoke(tps []source.TopicPartition) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -77,92 +118,209 @@ func (r *Runner) Revoke(tps []source.TopicPartition) {
 	for _, tp := range tps {
 		gone[tp] = true
 	}
+	r.dropLocked(func(rec *source.Record) bool {
+		return gone[source.TopicPartition{Topic: rec.Topic, Partition: rec.Partition}]
+	})
+}
+
+func (r *Runner) dropLocked(drop func(*source.Record) bool) {
 	kept := r.buf[:0]
 	for _, rec := range r.buf {
-		if !gone[source.TopicPartition{Topic: rec.Topic, Partition: rec.Partition}] {
+		if !drop(rec) {
 			kept = append(kept, rec)
+			continue
 		}
+		r.bufBytes -= int64(len(rec.Key) + len(rec.Value))
+		delete(r.staged, rec)
 	}
-	for i := len(kept); i < len(r.buf); i++ {
-		r.buf[i] = nil
-	}
+	clear(r.buf[len(kept):])
 	r.buf = kept
 }
 
+// Quiesce waits until no batch is being applied (its commit and AfterBatch
+// done). Rebalance callbacks, which run inside Poll on Run's goroutine while
+// a batch may be in flight (Overlap), call it before they read or change
+// tables or drop records. It does not report the batch's outcome: Run does.
+func (r *Runner) Quiesce() {
+	r.mu.Lock()
+	c := r.cur
+	r.mu.Unlock()
+	if c != nil {
+		<-c.done
+	}
+}
+
 // Run consumes until the source is exhausted (io.EOF: returns nil), ctx is
-// cancelled (the buffered batch is finished within ShutdownGrace, then nil),
+// cancelled (the batches held are finished within ShutdownGrace, then nil),
 // or a batch fails permanently (returned).
 func (r *Runner) Run(ctx context.Context) error {
 	r.Trigger.defaults()
 	if r.ShutdownGrace <= 0 {
 		r.ShutdownGrace = 30 * time.Second
 	}
+	if r.MaxHeldBytes <= 0 {
+		r.MaxHeldBytes = 2 * r.Trigger.MaxBytes
+	}
+	r.MaxHeldBytes = max(r.MaxHeldBytes, r.Trigger.MaxBytes)
+	// Batches finish even if ctx is cancelled while they run (SIGTERM
+	// mid-batch): together they get ShutdownGrace from the cancellation on.
+	bctx, cancel := graceContext(ctx, r.ShutdownGrace)
+	defer cancel()
+	// Never return with a batch running: it ends by the grace at the latest.
+	defer r.Quiesce()
 	var (
 		first time.Time
-		bytes int64
 		eof   bool
 	)
 	for {
-		r.mu.Lock()
-		n := len(r.buf)
-		r.mu.Unlock()
-		due := n > 0 && (n >= r.Trigger.MaxRecords || bytes >= r.Trigger.MaxBytes ||
-			time.Since(first) >= r.Trigger.MaxInterval || eof || ctx.Err() != nil)
-		if due {
-			if err := r.flush(ctx); err != nil {
-				return err
-			}
-			bytes = 0
-			continue
+		if err := r.collect(bctx, false); err != nil {
+			return err
 		}
-		if eof || ctx.Err() != nil {
-			return nil
+		r.mu.Lock()
+		n, bytes, busy := len(r.buf), r.bufBytes, r.cur
+		r.mu.Unlock()
+		stopping := eof || ctx.Err() != nil
+		full := n >= r.Trigger.MaxRecords || bytes >= r.Trigger.MaxBytes
+		if busy != nil {
+			if !r.Overlap || stopping || full || busy.bytes+bytes >= r.MaxHeldBytes {
+				if err := r.collect(bctx, true); err != nil {
+					return err
+				}
+				continue
+			}
+		} else {
+			if n > 0 && (full || time.Since(first) >= r.Trigger.MaxInterval || stopping) {
+				r.start(bctx)
+				continue
+			}
+			if stopping {
+				return nil
+			}
 		}
 		wait := r.Trigger.MaxInterval
 		if n > 0 {
 			wait = max(r.Trigger.MaxInterval-time.Since(first), time.Millisecond)
+		}
+		if busy != nil {
+			wait = min(wait, overlapPoll)
 		}
 		recs, err := r.Src.Poll(ctx, r.Trigger.MaxRecords-n, wait)
 		switch {
 		case errors.Is(err, io.EOF):
 			eof = true
 		case err != nil && ctx.Err() != nil:
-			// shutting down: finish what is buffered
+			// shutting down: finish what is held
 		case err != nil:
 			return err
 		}
-		if len(recs) == 0 && n == 0 && r.OnIdle != nil {
+		if len(recs) == 0 && n == 0 && busy == nil && r.OnIdle != nil {
 			r.OnIdle()
 		}
 		if len(recs) > 0 {
-			r.mu.Lock()
-			if len(r.buf) == 0 {
-				first = time.Now()
-			}
-			r.buf = append(r.buf, recs...)
-			r.mu.Unlock()
-			for _, rec := range recs {
-				bytes += int64(len(rec.Key) + len(rec.Value))
-			}
+			r.add(ctx, recs, &first)
 		}
 	}
 }
 
-// flush processes the buffered records as one batch, retrying transient
-// failures; once ctx is cancelled (before or during the batch) it gets
-// ShutdownGrace to finish.
-func (r *Runner) flush(ctx context.Context) error {
+// add buffers polled records, staging them first with Overlap.
+func (r *Runner) add(ctx context.Context, recs []*source.Record, first *time.Time) {
 	r.mu.Lock()
-	recs := r.buf
-	r.buf = nil
+	partial := r.partial
 	r.mu.Unlock()
-	// A batch is finished even if ctx is cancelled while it runs (SIGTERM
-	// mid-batch): it gets ShutdownGrace from the cancellation on.
-	bctx, cancel := graceContext(ctx, r.ShutdownGrace)
-	defer cancel()
+	var st []staged
+	if r.Overlap && !partial {
+		// outside the lock, which the batch's goroutine takes when fenced
+		st = make([]staged, 0, len(recs))
+		for _, rec := range recs {
+			s, ok := r.P.stage(ctx, rec)
+			if !ok {
+				// stream order: nothing after an unstaged record is staged
+				partial = true
+				break
+			}
+			st = append(st, s)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.buf) == 0 {
+		*first = time.Now()
+	}
+	if len(st) > 0 && r.staged == nil {
+		r.staged = make(map[*source.Record]staged, r.Trigger.MaxRecords)
+	}
+	for i, rec := range recs {
+		if i < len(st) {
+			r.staged[rec] = st[i]
+		}
+		r.bufBytes += int64(len(rec.Key) + len(rec.Value))
+	}
+	r.buf = append(r.buf, recs...)
+	r.partial = partial
+}
+
+// start hands the buffered records to a new batch goroutine.
+func (r *Runner) start(bctx context.Context) {
+	r.mu.Lock()
+	recs, pre := r.buf, r.staged
+	c := &inflight{bytes: r.bufBytes, done: make(chan struct{})}
+	r.buf, r.staged, r.bufBytes, r.partial, r.cur = nil, nil, 0, false, c
+	r.mu.Unlock()
+	go func() {
+		defer close(c.done)
+		c.err = r.flush(bctx, recs, pre)
+	}()
+}
+
+// collect takes the outcome of the batch in flight once it has ended
+// (waiting for it if block), then re-seeks the partitions it was fenced on.
+func (r *Runner) collect(bctx context.Context, block bool) error {
+	r.mu.Lock()
+	c := r.cur
+	r.mu.Unlock()
+	if c == nil {
+		return nil
+	}
+	if block {
+		<-c.done
+	} else {
+		select {
+		case <-c.done:
+		default:
+			return nil
+		}
+	}
+	r.mu.Lock()
+	r.cur = nil
+	tps := r.fenced
+	r.fenced = nil
+	if len(tps) > 0 {
+		// Records of them polled meanwhile follow the dropped ones: re-read
+		// from the table's offsets instead.
+		gone := map[merge.TP]bool{}
+		for _, tp := range tps {
+			gone[tp] = true
+		}
+		r.dropLocked(func(rec *source.Record) bool { return gone[merge.TP{Topic: rec.Topic, Partition: rec.Partition}] })
+	}
+	r.mu.Unlock()
+	if c.err != nil {
+		return c.err
+	}
+	if len(tps) > 0 && r.Reseek != nil {
+		if err := r.Reseek(bctx, tps); err != nil {
+			return fmt.Errorf("re-seek fenced partitions: %w", err)
+		}
+	}
+	return nil
+}
+
+// flush applies one batch, retrying transient failures, on the batch's
+// goroutine.
+func (r *Runner) flush(bctx context.Context, recs []*source.Record, pre map[*source.Record]staged) error {
 	back := r.P.cfg.MinBackoff
 	for {
-		rep, err := r.P.Process(bctx, recs)
+		rep, err := r.P.process(bctx, recs, pre)
 		if err == nil {
 			if r.AfterBatch != nil {
 				return r.AfterBatch(bctx, recs, rep)
@@ -172,16 +330,15 @@ func (r *Runner) flush(ctx context.Context) error {
 		var fe *merge.FencedError
 		if errors.As(err, &fe) {
 			// Never re-planned on top of the new owner's commits: the fenced
-			// partitions' records are dropped and re-read from the table's
-			// offsets (if still ours); the other partitions' records go on.
-			recs = r.dropFenced(recs, fe)
+			// partitions' records are dropped (and re-read from the table's
+			// offsets if still ours: Run re-seeks them); the other
+			// partitions' records go on.
+			recs = dropFenced(recs, fe)
+			r.mu.Lock()
+			r.fenced = append(r.fenced, fe.Sorted()...)
+			r.mu.Unlock()
 			r.P.cfg.Logger.Warn("batch fenced: another instance advanced partitions of it; re-reading them from the table",
 				"err", err, "records_kept", len(recs))
-			if r.Reseek != nil {
-				if err := r.Reseek(bctx, fe.Sorted()); err != nil {
-					return fmt.Errorf("re-seek fenced partitions: %w", err)
-				}
-			}
 			if len(recs) == 0 {
 				return nil
 			}
@@ -203,14 +360,8 @@ func (r *Runner) flush(ctx context.Context) error {
 	}
 }
 
-// dropFenced removes the fenced partitions' records from recs and from the
-// buffer (records polled meanwhile).
-func (r *Runner) dropFenced(recs []*source.Record, fe *merge.FencedError) []*source.Record {
-	tps := make([]source.TopicPartition, 0, len(fe.Partitions))
-	for tp := range fe.Partitions {
-		tps = append(tps, source.TopicPartition{Topic: tp.Topic, Partition: tp.Partition})
-	}
-	r.Revoke(tps)
+// dropFenced removes the fenced partitions' records from recs.
+func dropFenced(recs []*source.Record, fe *merge.FencedError) []*source.Record {
 	kept := make([]*source.Record, 0, len(recs))
 	for _, rec := range recs {
 		if _, gone := fe.Partitions[merge.TP{Topic: rec.Topic, Partition: rec.Partition}]; !gone {

@@ -195,6 +195,13 @@ type BatchConf struct {
 	MaxRecords  int           `yaml:"max_records"`
 	MaxBytes    int64         `yaml:"max_bytes"`
 	MaxInterval time.Duration `yaml:"max_interval"`
+	// Overlap reads, decodes and normalizes the next batch while one is
+	// applied (pipeline.Runner.Overlap). Not with consistency: transaction,
+	// whose gate reads the tables.
+	Overlap bool `yaml:"overlap"`
+	// MaxHeldBytes bounds the record bytes held with overlap: the batch
+	// applied plus the one read (0: 2 × max_bytes).
+	MaxHeldBytes int64 `yaml:"max_held_bytes"`
 }
 
 // QuarConf says where rejected records go.
@@ -233,7 +240,7 @@ func defaultConfig() Config {
 	return Config{
 		Sink:   "cdc-sink",
 		Table:  TableConf{PathTemplate: "lake/{prefix}/{schema}.{table}"},
-		Batch:  BatchConf{MaxRecords: 10000, MaxBytes: 64 << 20, MaxInterval: time.Second},
+		Batch:  BatchConf{MaxRecords: 10000, MaxBytes: 64 << 20, MaxInterval: time.Second, Overlap: true},
 		Kafka:  KafkaConf{UnreachableAfter: 15 * time.Second},
 		HTTP:   HTTPConf{Listen: "127.0.0.1:8081"},
 		Log:    LogConf{Level: "info", Format: "json"},
@@ -608,6 +615,9 @@ func (c *Config) validate() error {
 	}
 	if c.Batch.MaxInterval <= 0 {
 		return bad("batch.max_interval", "must be > 0")
+	}
+	if c.Batch.MaxHeldBytes != 0 && c.Batch.MaxHeldBytes < c.Batch.MaxBytes {
+		return bad("batch.max_held_bytes", "must be 0 (2 × max_bytes) or at least batch.max_bytes (%d)", c.Batch.MaxBytes)
 	}
 	if c.Kafka.UnreachableAfter <= 0 {
 		return bad("kafka.unreachable_after", "must be > 0")

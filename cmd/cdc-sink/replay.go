@@ -186,7 +186,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	prog := newProgress(stderr, !*quiet)
-	r := &pipeline.Runner{P: p, Trigger: pipeline.Trigger{MaxRecords: *batch, MaxInterval: time.Hour}}
+	r := &pipeline.Runner{P: p, Trigger: pipeline.Trigger{MaxRecords: *batch, MaxInterval: time.Hour}, Overlap: true}
 	r.AfterBatch = func(_ context.Context, recs []*source.Record, rep *pipeline.Report) error {
 		prog.batch(rep)
 		return nil
@@ -319,7 +319,7 @@ func replayKafka(ctx context.Context, r *pipeline.Runner, prog *progress, ts *ta
 			return err
 		}
 	}
-	h := &replayHandler{next: next, start: &start}
+	h := &replayHandler{next: next, start: &start, quiesce: r.Quiesce}
 	c, err := source.NewConsumer(source.ConsumerConfig{
 		Brokers: strings.Split(brokers, ","), GroupID: sink + ".replay." + strconv.FormatInt(time.Now().UnixNano(), 36),
 		Topics: topics, AutoOffsetReset: "earliest", Logger: logger, Extra: props,
@@ -354,11 +354,13 @@ func replayKafka(ctx context.Context, r *pipeline.Runner, prog *progress, ts *ta
 // replayHandler seeks each assigned partition to the table's progress, or
 // to the requested start.
 type replayHandler struct {
-	next  func(topic string, partition int32) (int64, bool)
-	start *map[source.TopicPartition]int64
+	next    func(topic string, partition int32) (int64, bool)
+	start   *map[source.TopicPartition]int64
+	quiesce func() // the batch in flight ends before the tables are read
 }
 
 func (h *replayHandler) OnAssign(_ context.Context, parts []source.TopicPartition) (map[source.TopicPartition]int64, error) {
+	h.quiesce()
 	out := map[source.TopicPartition]int64{}
 	for _, tp := range parts {
 		off := int64(0)

@@ -163,7 +163,9 @@ func runSink(ctx context.Context, cfg *Config, logger *slog.Logger, h runHooks) 
 		h.Tables(ts)
 	}
 	runner := &pipeline.Runner{P: p, Trigger: pipeline.Trigger{MaxRecords: cfg.Batch.MaxRecords,
-		MaxBytes: cfg.Batch.MaxBytes, MaxInterval: cfg.Batch.MaxInterval}, ShutdownGrace: cfg.Merge.ShutdownGrace}
+		MaxBytes: cfg.Batch.MaxBytes, MaxInterval: cfg.Batch.MaxInterval}, ShutdownGrace: cfg.Merge.ShutdownGrace,
+		// the transaction gate reads the tables: one batch at a time
+		Overlap: cfg.Batch.Overlap && cfg.Consistency != "transaction", MaxHeldBytes: cfg.Batch.MaxHeldBytes}
 	handler := &seekHandler{ctxTables: ts, setup: setup, runner: runner, logger: logger, m: m}
 	group := cfg.Kafka.Group
 	if group == "" {
@@ -292,6 +294,7 @@ type seekHandler struct {
 }
 
 func (s *seekHandler) OnAssign(ctx context.Context, parts []source.TopicPartition) (map[source.TopicPartition]int64, error) {
+	s.runner.Quiesce() // the tables are read below
 	out := map[source.TopicPartition]int64{}
 	// partitions revoked and assigned again (an eager rebalance) stay in the key index
 	s.byTable(parts, (*merge.Table).Keep)
@@ -366,6 +369,9 @@ func (s *seekHandler) byTable(parts []source.TopicPartition, fn func(*merge.Tabl
 }
 
 func (s *seekHandler) OnRevoke(_ context.Context, parts []source.TopicPartition) error {
+	// a batch in flight may hold records of them: it ends first (committed
+	// or failed), then the buffered ones are dropped
+	s.runner.Quiesce()
 	s.runner.Revoke(parts)
 	if s.gated != nil && len(parts) > 0 {
 		s.gated.Invalidate(fmt.Sprintf("partitions %v revoked", parts))

@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -927,5 +928,39 @@ func eq[T comparable](t *testing.T, what string, got, want T) {
 	t.Helper()
 	if got != want {
 		t.Errorf("%s = %v, want %v", what, got, want)
+	}
+}
+
+// batch.overlap is on by default; batch.max_held_bytes below
+// batch.max_bytes is refused (the batch read ahead could never be full).
+func TestBatchOverlapConfig(t *testing.T) {
+	for _, c := range []struct {
+		yaml    string
+		overlap bool
+		held    int64
+		err     string
+	}{
+		{"", true, 0, ""},
+		{"batch: {overlap: false}\n", false, 0, ""},
+		{"batch: {max_bytes: 8MiB, max_held_bytes: 24MiB}\n", true, 24 << 20, ""},
+		{"batch: {max_bytes: 8MiB, max_held_bytes: 4MiB}\n", true, 0, "batch.max_held_bytes: must be 0 (2 × max_bytes) or at least batch.max_bytes (8388608)"},
+	} {
+		file := filepath.Join(t.TempDir(), "c.yaml")
+		if err := os.WriteFile(file, []byte("sink: s\nkafka: {brokers: [a:1], topics: [t]}\n"+c.yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := loadConfig([]string{"--config", file}, func(string) string { return "" }, io.Discard)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Fatalf("%q: err %v, want %q", c.yaml, err, c.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", c.yaml, err)
+		}
+		if cfg.Batch.Overlap != c.overlap || cfg.Batch.MaxHeldBytes != c.held {
+			t.Fatalf("%q: overlap %v held %d", c.yaml, cfg.Batch.Overlap, cfg.Batch.MaxHeldBytes)
+		}
 	}
 }
