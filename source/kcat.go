@@ -59,12 +59,14 @@ type kcatLine struct {
 // well-formed record line; it never panics.
 func ParseLine(line []byte, d LineDefaults) (*Record, error) {
 	line = bytes.TrimRight(line, "\r")
-	var l kcatLine
-	if err := json.Unmarshal(line, &l); err != nil {
-		return nil, fmt.Errorf("malformed kcat JSON line: %w", err)
-	}
-	if t := bytes.TrimLeft(line, " \t\n\r"); len(t) == 0 || t[0] != '{' {
-		return nil, errors.New("malformed kcat JSON line: not a JSON object")
+	l, key, payload, fast := parseFast(line)
+	if !fast {
+		if err := json.Unmarshal(line, &l); err != nil {
+			return nil, fmt.Errorf("malformed kcat JSON line: %w", err)
+		}
+		if t := bytes.TrimLeft(line, " \t\n\r"); len(t) == 0 || t[0] != '{' {
+			return nil, errors.New("malformed kcat JSON line: not a JSON object")
+		}
 	}
 	rec := &Record{Topic: d.Topic, Partition: d.Partition, Offset: d.Offset}
 	if l.Topic != nil {
@@ -93,10 +95,10 @@ func ParseLine(line []byte, d LineDefaults) (*Record, error) {
 		rec.Timestamp = time.UnixMilli(*l.Ts).UTC()
 	}
 	var err error
-	if rec.Key, err = pickBytes("key", l.Key, l.KeyB64); err != nil {
+	if rec.Key, err = pickBytes("key", l.Key, key, l.KeyB64); err != nil {
 		return nil, err
 	}
-	if rec.Value, err = pickBytes("payload", l.Payload, l.PayloadB64); err != nil {
+	if rec.Value, err = pickBytes("payload", l.Payload, payload, l.PayloadB64); err != nil {
 		return nil, err
 	}
 	if l.Headers != nil && l.HeadersB64 != nil {
@@ -113,10 +115,14 @@ func ParseLine(line []byte, d LineDefaults) (*Record, error) {
 	return rec, nil
 }
 
-func pickBytes(name string, text, b64 *string) ([]byte, error) {
+// pickBytes: the text member (text, or raw when parseFast read it) or the
+// base64 one.
+func pickBytes(name string, text *string, raw []byte, b64 *string) ([]byte, error) {
 	switch {
-	case text != nil && b64 != nil:
+	case (text != nil || raw != nil) && b64 != nil:
 		return nil, fmt.Errorf("both %q and %q", name, name+"_b64")
+	case raw != nil:
+		return raw, nil
 	case text != nil:
 		return []byte(*text), nil
 	case b64 != nil:
