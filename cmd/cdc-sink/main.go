@@ -20,6 +20,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 
 	"github.com/cdcsink/cdc-sink/delta"
@@ -68,9 +69,32 @@ func (e *exitError) Error() string { return e.msg }
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// CDC_SINK_CPUPROFILE=FILE: a CPU profile of the whole command (replay,
+	// bench runs); a long-running sink has /debug/pprof (http.pprof).
+	if f := os.Getenv("CDC_SINK_CPUPROFILE"); f != "" {
+		if stopProf, err := startCPUProfile(f); err != nil {
+			fmt.Fprintf(os.Stderr, "cdc-sink: CDC_SINK_CPUPROFILE: %v\n", err)
+		} else {
+			defer stopProf()
+		}
+	}
 	code := realMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	os.Exit(code)
+	if code != 0 {
+		os.Exit(code)
+	}
+}
+
+func startCPUProfile(file string) (func(), error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
