@@ -1,6 +1,7 @@
 package source
 
 import (
+	"bytes"
 	"strconv"
 	"unicode/utf8"
 )
@@ -182,50 +183,48 @@ func (p *fastParser) str() ([]byte, bool) {
 		return nil, false
 	}
 	start := p.i
-	// the common case: find the end, counting escapes
-	esc, hi := false, false
-	for p.i < len(p.b) {
-		c := p.b[p.i]
-		if c == '"' {
-			break
-		}
-		if c < 0x20 {
+	// the end: the first quote not escaped by an odd run of backslashes
+	for {
+		j := bytes.IndexByte(p.b[p.i:], '"')
+		if j < 0 {
 			return nil, false
 		}
-		if c >= 0x80 {
-			hi = true
+		p.i += j
+		n := 0
+		for k := p.i - 1; k >= start && p.b[k] == '\\'; k-- {
+			n++
 		}
-		if c == '\\' {
-			esc = true
-			p.i++
+		if n%2 == 0 {
+			break
 		}
 		p.i++
 	}
-	if p.i >= len(p.b) {
-		return nil, false
-	}
 	raw := p.b[start:p.i]
 	p.i++
+	hi := false
+	for _, c := range raw {
+		if c < 0x20 {
+			return nil, false
+		}
+		hi = hi || c >= 0x80
+	}
 	if hi && !utf8.Valid(raw) {
 		return nil, false // encoding/json replaces invalid bytes with U+FFFD
 	}
-	if !esc {
+	j := bytes.IndexByte(raw, '\\')
+	if j < 0 {
 		return append([]byte(nil), raw...), true
 	}
 	out := make([]byte, 0, len(raw))
-	for j := 0; j < len(raw); j++ {
-		c := raw[j]
-		if c != '\\' {
-			out = append(out, c)
-			continue
-		}
-		j++
-		if j >= len(raw) {
+	for j >= 0 {
+		out = append(out, raw[:j]...)
+		raw = raw[j+1:]
+		if len(raw) == 0 {
 			return nil, false
 		}
-		switch raw[j] {
+		switch raw[0] {
 		case '"', '\\', '/':
-			out = append(out, raw[j])
+			out = append(out, raw[0])
 		case 'b':
 			out = append(out, '\b')
 		case 'f':
@@ -237,20 +236,22 @@ func (p *fastParser) str() ([]byte, bool) {
 		case 't':
 			out = append(out, '\t')
 		case 'u':
-			if j+4 >= len(raw) {
+			if len(raw) < 5 {
 				return nil, false
 			}
-			v, err := strconv.ParseUint(string(raw[j+1:j+5]), 16, 32)
+			v, err := strconv.ParseUint(string(raw[1:5]), 16, 32)
 			if err != nil || (v >= 0xD800 && v < 0xE000) {
 				return nil, false // surrogates: encoding/json's rules
 			}
 			out = utf8.AppendRune(out, rune(v))
-			j += 4
+			raw = raw[4:]
 		default:
 			return nil, false
 		}
+		raw = raw[1:]
+		j = bytes.IndexByte(raw, '\\')
 	}
-	return out, true
+	return append(out, raw...), true
 }
 
 // integer reads a JSON integer in [lo, hi].
