@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/cdcsink/cdc-sink/envelope"
@@ -215,6 +216,51 @@ func (p *Pipeline) stage(ctx context.Context, r *source.Record) (st staged, ok b
 	}
 	return st, true
 }
+
+// stageAll stages recs (stage) and returns the staged prefix: all of them
+// unless ctx ended. Decoding, a pure function of each record, is spread over
+// up to workers goroutines; normalizing stays sequential, in stream order.
+func (p *Pipeline) stageAll(ctx context.Context, recs []*source.Record, workers int) []staged {
+	out := make([]staged, len(recs))
+	ok := make([]bool, len(recs))
+	decode := func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			ev, err := p.decode(ctx, recs[i])
+			if err != nil && ctx.Err() != nil {
+				return // the rest of the chunk stays unstaged
+			}
+			out[i], ok[i] = staged{ev: ev, err: err}, true
+		}
+	}
+	if workers = min(workers, len(recs)/minDecodeChunk); workers <= 1 {
+		decode(0, len(recs))
+	} else {
+		var wg sync.WaitGroup
+		per := (len(recs) + workers - 1) / workers
+		for lo := 0; lo < len(recs); lo += per {
+			wg.Add(1)
+			go func(lo, hi int) {
+				defer wg.Done()
+				decode(lo, hi)
+			}(lo, min(lo+per, len(recs)))
+		}
+		wg.Wait()
+	}
+	for i, r := range recs {
+		if !ok[i] {
+			return out[:i] // stream order: nothing after an unstaged record
+		}
+		st := &out[i]
+		if st.err == nil && (st.ev.Kind == envelope.KindChange || st.ev.Kind == envelope.KindTombstone) {
+			st.c, st.err = p.cfg.Normalizer.Normalize(st.ev, r)
+		}
+	}
+	return out
+}
+
+// minDecodeChunk: fewer records per goroutine cost more to hand out than
+// decoding them.
+const minDecodeChunk = 256
 
 func (p *Pipeline) process(ctx context.Context, recs []*source.Record, pre map[*source.Record]staged) (*Report, error) {
 	start := p.cfg.Now()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 	"time"
 
@@ -63,6 +64,9 @@ type Runner struct {
 	// overshoot it by a poll's records). Default 2 × Trigger.MaxBytes; never
 	// below Trigger.MaxBytes. Decoded records cost a few times their bytes.
 	MaxHeldBytes int64
+	// DecodeWorkers is how many goroutines decode a poll's records with
+	// Overlap (normalizing stays sequential). Default GOMAXPROCS.
+	DecodeWorkers int
 	// AfterBatch runs after every successful batch (e.g. commit consumer
 	// group offsets, print progress), on the batch's goroutine, before the
 	// next batch starts. An error stops the runner.
@@ -106,6 +110,9 @@ type inflight struct {
 // overlapPoll bounds a poll while a batch is in flight, so that the next
 // batch starts soon after it ends.
 const overlapPoll = 20 * time.Millisecond
+
+// pollRecords bounds the records one Poll returns.
+const pollRecords = 4096
 
 // Revoke drops buffered records of partitions this process no longer owns.
 // Dropping is safe: the new owner resumes from the offsets in the table.
@@ -162,6 +169,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.MaxHeldBytes = 2 * r.Trigger.MaxBytes
 	}
 	r.MaxHeldBytes = max(r.MaxHeldBytes, r.Trigger.MaxBytes)
+	if r.DecodeWorkers <= 0 {
+		r.DecodeWorkers = runtime.GOMAXPROCS(0)
+	}
 	// Batches finish even if ctx is cancelled while they run (SIGTERM
 	// mid-batch): together they get ShutdownGrace from the cancellation on.
 	bctx, cancel := graceContext(ctx, r.ShutdownGrace)
@@ -204,7 +214,9 @@ func (r *Runner) Run(ctx context.Context) error {
 		if busy != nil {
 			wait = min(wait, overlapPoll)
 		}
-		recs, err := r.Src.Poll(ctx, r.Trigger.MaxRecords-n, wait)
+		// polls of at most pollRecords, so that the byte limits cut batches
+		// (a file reader returns all it is asked for at once)
+		recs, err := r.Src.Poll(ctx, min(r.Trigger.MaxRecords-n, pollRecords), wait)
 		switch {
 		case errors.Is(err, io.EOF):
 			eof = true
@@ -230,16 +242,9 @@ func (r *Runner) add(ctx context.Context, recs []*source.Record, first *time.Tim
 	var st []staged
 	if r.Overlap && !partial {
 		// outside the lock, which the batch's goroutine takes when fenced
-		st = make([]staged, 0, len(recs))
-		for _, rec := range recs {
-			s, ok := r.P.stage(ctx, rec)
-			if !ok {
-				// stream order: nothing after an unstaged record is staged
-				partial = true
-				break
-			}
-			st = append(st, s)
-		}
+		st = r.P.stageAll(ctx, recs, r.DecodeWorkers)
+		// stream order: nothing after an unstaged record is staged
+		partial = len(st) < len(recs)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
