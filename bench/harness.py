@@ -236,7 +236,7 @@ def run_contender(a, name, runid):
     t_boot = time.time()
     if name == "cdc-sink":
         sh([os.path.join(a.bin, "cdc-sink"), "replay", "--topics", topic, "--brokers", a.brokers,
-            "--starting", "earliest", "--table", table, "--sink-name", sink, "--batch-records", "200000",
+            "--starting", "earliest", "--table", table, "--sink-name", sink, "--batch-records", "200000", "--batch-bytes", "256MiB",
             "--quiet", "--quarantine-file", os.path.join(work, "quarantine.jsonl"),
             *(["--registry", a.registry] if a.format == "avro" else [])], stdout=logf, stderr=logf)
         res["bootstrap_seconds"] = time.time() - t_boot
@@ -699,7 +699,7 @@ def cmd_scaleout(a):
         t0 = time.time()
         with open(os.path.join(work, "replay.log"), "w") as logf:
             sh([os.path.join(a.bin, "cdc-sink"), "replay", "--config", config(work, topic, "unused", "boot", ""), "--topics", topic,
-                "--brokers", a.brokers, "--starting", "earliest", "--sink-name", sink, "--batch-records", "200000", "--quiet"],
+                "--brokers", a.brokers, "--starting", "earliest", "--sink-name", sink, "--batch-records", "200000", "--batch-bytes", "256MiB", "--quiet"],
                stdout=logf, stderr=logf)
         boot_s = time.time() - t0
         say(f"bootstrapped {a.size} rows in {boot_s:.1f}s")

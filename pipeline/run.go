@@ -53,7 +53,8 @@ type Runner struct {
 	Src     Poller
 	Trigger Trigger
 	// Overlap reads (polls, decodes, normalizes) the next batch while the
-	// current one is applied and committed. The source, decoder and
+	// current one is applied and committed, and cuts batches at the
+	// trigger's limits even inside a poll's records. The source, decoder and
 	// normalizer are then used on Run's goroutine while the tables are used
 	// on the batch's: a source that reads tables (pipeline.Gated) must not
 	// overlap.
@@ -264,12 +265,40 @@ func (r *Runner) add(ctx context.Context, recs []*source.Record, first *time.Tim
 	r.partial = partial
 }
 
-// start hands the buffered records to a new batch goroutine.
+// start hands the buffered records to a new batch goroutine. With Overlap,
+// as many as the trigger allows (at least one): a poll's records past its
+// limits stay buffered for the next batch. Without, all of them: a source
+// that does not overlap may need each poll applied whole (the transaction
+// gate's watermark covers exactly what it released).
 func (r *Runner) start(bctx context.Context) {
 	r.mu.Lock()
-	recs, pre := r.buf, r.staged
-	c := &inflight{bytes: r.bufBytes, done: make(chan struct{})}
-	r.buf, r.staged, r.bufBytes, r.partial, r.cur = nil, nil, 0, false, c
+	n, bytes := len(r.buf), r.bufBytes
+	if r.Overlap {
+		n, bytes = 0, 0
+		for n < len(r.buf) && n < r.Trigger.MaxRecords && (n == 0 || bytes < r.Trigger.MaxBytes) {
+			bytes += int64(len(r.buf[n].Key) + len(r.buf[n].Value))
+			n++
+		}
+	}
+	recs, pre := r.buf[:n:n], r.staged
+	c := &inflight{bytes: bytes, done: make(chan struct{})}
+	if n == len(r.buf) {
+		r.buf, r.staged, r.bufBytes, r.partial = nil, nil, 0, false
+	} else {
+		rest := append([]*source.Record(nil), r.buf[n:]...)
+		var restStaged map[*source.Record]staged
+		if pre != nil {
+			restStaged = make(map[*source.Record]staged, max(len(rest), r.Trigger.MaxRecords))
+			for _, rec := range rest {
+				if st, ok := pre[rec]; ok {
+					restStaged[rec] = st
+					delete(pre, rec)
+				}
+			}
+		}
+		r.buf, r.staged, r.bufBytes = rest, restStaged, r.bufBytes-bytes
+	}
+	r.cur = c
 	r.mu.Unlock()
 	go func() {
 		defer close(c.done)

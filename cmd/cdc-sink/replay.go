@@ -28,6 +28,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.Var(&files, "from-file", "kcat -J JSON-lines file to apply (repeatable; applied in order)")
 	table := fs.String("table", "", "Delta table directory (created if needed)")
 	batch := fs.Int("batch-records", 10000, "records per micro-batch")
+	batchBytes := fs.String("batch-bytes", "64MiB", "key+value bytes per micro-batch at most (a bootstrap of a large snapshot writes bigger files with more); memory holds about 2× this")
 	qfile := fs.String("quarantine-file", "", "append rejected records here (kcat -J line + \"error\")")
 	sink := fs.String("sink-name", "cdc-sink-replay", "sink name: txn appId and table owner")
 	topic := fs.String("topic", "", "topic for file lines without one")
@@ -50,6 +51,10 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	scd2 := fs.String("scd2", "", "with --from-history: also build this new SCD type 2 table from the history (an existing history's SCD2 table; docs/history.md)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	maxBytes, err := parseSize(*batchBytes)
+	if err != nil || maxBytes <= 0 {
+		return fmt.Errorf("--batch-bytes %q: want a size such as 64MiB", *batchBytes)
 	}
 	if *fromHistory != "" {
 		if *table == "" {
@@ -186,7 +191,7 @@ func cmdReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 	}
 	prog := newProgress(stderr, !*quiet)
-	r := &pipeline.Runner{P: p, Trigger: pipeline.Trigger{MaxRecords: *batch, MaxInterval: time.Hour}, Overlap: true}
+	r := &pipeline.Runner{P: p, Trigger: pipeline.Trigger{MaxRecords: *batch, MaxBytes: maxBytes, MaxInterval: time.Hour}, Overlap: true}
 	r.AfterBatch = func(_ context.Context, recs []*source.Record, rep *pipeline.Report) error {
 		prog.batch(rep)
 		return nil
