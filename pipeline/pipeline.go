@@ -194,9 +194,16 @@ func (p *Pipeline) Process(ctx context.Context, recs []*source.Record) (*Report,
 
 // staged is a record decoded and normalized ahead of its batch (Stage).
 type staged struct {
-	ev  *envelope.Event
-	c   *normalize.Change // nil: ignored (heartbeat…) or err
-	err error             // permanent decode or normalize failure: quarantined
+	// data: decoded as a change or a tombstone (else ignored: heartbeat,
+	// transaction metadata…). The event itself is not kept: held until its
+	// batch ends, the decoded rows doubled what the collector scans.
+	data bool
+	c    *normalize.Change // nil: ignored or err
+	err  error             // permanent decode or normalize failure: quarantined
+}
+
+func isData(ev *envelope.Event) bool {
+	return ev.Kind == envelope.KindChange || ev.Kind == envelope.KindTombstone
 }
 
 // stage decodes and normalizes r ahead of its batch, for a Runner that
@@ -210,8 +217,8 @@ func (p *Pipeline) stage(ctx context.Context, r *source.Record) (st staged, ok b
 	if err != nil && ctx.Err() != nil {
 		return staged{}, false
 	}
-	st.ev, st.err = ev, err
-	if err == nil && (ev.Kind == envelope.KindChange || ev.Kind == envelope.KindTombstone) {
+	st.err = err
+	if st.data = err == nil && isData(ev); st.data {
 		st.c, st.err = p.cfg.Normalizer.Normalize(ev, r)
 	}
 	return st, true
@@ -222,6 +229,7 @@ func (p *Pipeline) stage(ctx context.Context, r *source.Record) (st staged, ok b
 // up to workers goroutines; normalizing stays sequential, in stream order.
 func (p *Pipeline) stageAll(ctx context.Context, recs []*source.Record, workers int) []staged {
 	out := make([]staged, len(recs))
+	evs := make([]*envelope.Event, len(recs))
 	ok := make([]bool, len(recs))
 	decode := func(lo, hi int) {
 		for i := lo; i < hi; i++ {
@@ -229,7 +237,7 @@ func (p *Pipeline) stageAll(ctx context.Context, recs []*source.Record, workers 
 			if err != nil && ctx.Err() != nil {
 				return // the rest of the chunk stays unstaged
 			}
-			out[i], ok[i] = staged{ev: ev, err: err}, true
+			evs[i], out[i], ok[i] = ev, staged{err: err}, true
 		}
 	}
 	if workers = min(workers, len(recs)/minDecodeChunk); workers <= 1 {
@@ -251,8 +259,8 @@ func (p *Pipeline) stageAll(ctx context.Context, recs []*source.Record, workers 
 			return out[:i] // stream order: nothing after an unstaged record
 		}
 		st := &out[i]
-		if st.err == nil && (st.ev.Kind == envelope.KindChange || st.ev.Kind == envelope.KindTombstone) {
-			st.c, st.err = p.cfg.Normalizer.Normalize(st.ev, r)
+		if st.data = st.err == nil && isData(evs[i]); st.data {
+			st.c, st.err = p.cfg.Normalizer.Normalize(evs[i], r)
 		}
 	}
 	return out
@@ -306,17 +314,16 @@ func (p *Pipeline) process(ctx context.Context, recs []*source.Record, pre map[*
 	}
 	decStart := time.Now()
 	for _, r := range unrouted {
-		var ev *envelope.Event
-		var err error
-		if st, ok := pre[r]; ok {
-			ev, err = st.ev, st.err
-		} else {
-			ev, err = p.decode(ctx, r)
+		st, ok := pre[r]
+		if !ok {
+			ev, err := p.decode(ctx, r)
+			st = staged{err: err, data: err == nil && isData(ev)}
 		}
+		err := st.err
 		if err != nil && ctx.Err() != nil {
 			return nil, err
 		}
-		if err == nil && ev.Kind != envelope.KindChange && ev.Kind != envelope.KindTombstone {
+		if err == nil && !st.data {
 			rep.Ignored++
 			continue
 		}
@@ -378,21 +385,18 @@ func (p *Pipeline) decode(ctx context.Context, r *source.Record) (*envelope.Even
 func (p *Pipeline) prepare(ctx context.Context, w *tableWork, rep *Report, pre map[*source.Record]staged) error {
 	var keyBuf []byte
 	for _, r := range w.recs {
-		var c *normalize.Change
 		st, ok := pre[r]
 		if !ok {
 			if st, ok = p.stage(ctx, r); !ok {
 				return ctx.Err()
 			}
 		}
-		ev, err := st.ev, st.err
-		if err == nil && ev.Kind != envelope.KindChange && ev.Kind != envelope.KindTombstone {
+		err := st.err
+		if err == nil && !st.data {
 			rep.Ignored++
 			continue
 		}
-		if err == nil {
-			c = st.c
-		}
+		c := st.c
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
