@@ -292,14 +292,7 @@ func TestRunnerCrashWhileNextBatchInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	strip := func(rows []merge.Row) []merge.Row {
-		for _, r := range rows {
-			delete(r, "_cdc_batch_id")
-			delete(r, "_cdc_ingest_ts")
-		}
-		return rows
-	}
-	want = strip(want)
+	want = stripBatchColumns(want)
 	const batch = 40
 	for _, tc := range []struct {
 		commit int
@@ -354,7 +347,7 @@ func TestRunnerCrashWhileNextBatchInFlight(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got = strip(got); !reflect.DeepEqual(got, want) {
+			if got = stripBatchColumns(got); !reflect.DeepEqual(got, want) {
 				t.Fatalf("table after crash and restart (%d rows) differs from the uninterrupted run's (%d rows)", len(got), len(want))
 			}
 		})
