@@ -14,6 +14,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/cdcsink/cdc-sink/delta/parquetio"
 )
 
 // cpSink receives the actions of a checkpoint file. Pointers passed to it
@@ -94,7 +96,7 @@ func readCheckpointFrom(ctx context.Context, name string, r parquet.ReaderAtSeek
 	if len(leaves) == 0 {
 		return fmt.Errorf("%w: checkpoint %s has none of the action columns", ErrCorruptLog, name)
 	}
-	if err := validateChunks(pr, leaves, size); err != nil {
+	if err := parquetio.CheckChunks(pr.MetaData(), leaves, size); err != nil {
 		return checkpointErr(name, err)
 	}
 	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{BatchSize: 64 << 10}, memory.DefaultAllocator)
@@ -276,43 +278,6 @@ func decodeCheckpointBatch(fields []arrow.Field, cols []arrow.Array, n int, sink
 			}
 			if s, ok := p(i); ok {
 				sink.sidecar(s)
-			}
-		}
-	}
-	return nil
-}
-
-// validateChunks checks column-chunk offsets against the file size before
-// pqarrow opens them: pqarrow opens struct children in goroutines, where a
-// panic on a corrupt offset could not be recovered and would kill the process.
-func validateChunks(pr *file.Reader, leaves []int, size int64) error {
-	md := pr.MetaData()
-	if md.NumRows < 0 {
-		return fmt.Errorf("negative row count")
-	}
-	for rg := 0; rg < md.NumRowGroups(); rg++ {
-		rgm := md.RowGroup(rg)
-		if rgm.NumRows() < 0 {
-			return fmt.Errorf("row group %d: negative row count", rg)
-		}
-		for _, leaf := range leaves {
-			if leaf >= rgm.NumColumns() {
-				return fmt.Errorf("row group %d: missing column chunk %d", rg, leaf)
-			}
-			col, err := rgm.ColumnChunk(leaf)
-			if err != nil {
-				return fmt.Errorf("row group %d column %d: %v", rg, leaf, err)
-			}
-			start := col.DataPageOffset()
-			if col.HasDictionaryPage() && col.DictionaryPageOffset() > 0 && start > col.DictionaryPageOffset() {
-				start = col.DictionaryPageOffset()
-			}
-			n := col.TotalCompressedSize()
-			if start < 0 || n < 0 || start > size || n > size || start+n > size {
-				return fmt.Errorf("row group %d column %d: chunk [%d,+%d) outside file of %d bytes", rg, leaf, start, n, size)
-			}
-			if col.NumValues() < 0 || col.TotalUncompressedSize() < 0 {
-				return fmt.Errorf("row group %d column %d: negative sizes", rg, leaf)
 			}
 		}
 	}

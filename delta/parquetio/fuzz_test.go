@@ -6,6 +6,8 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
@@ -34,9 +36,7 @@ func FuzzReadParquet(f *testing.F) {
 			}
 		}
 	}
-	// The widened schemas read narrow files as wide types (type widening).
-	schemas := []*schema.StructType{st, loadGolden(f, "parquet-all-types").Schema, loadGolden(f, "data-reader-map").Schema,
-		loadGolden(f, "type-widening").Schema, loadGolden(f, "type-widening-nested").Schema}
+	schemas := fuzzSchemas(f)
 	f.Fuzz(func(t *testing.T, data []byte, pos uint16, xor byte) {
 		// Mutate one byte at a chosen position too (helps reach page data).
 		if len(data) > 0 && xor != 0 {
@@ -55,6 +55,63 @@ func FuzzReadParquet(f *testing.F) {
 			}
 		}
 	})
+}
+
+// fuzzSchemas are the read schemas FuzzReadParquet reads every input with;
+// the widened ones read narrow files as wide types (type widening).
+func fuzzSchemas(tb testing.TB) []*schema.StructType {
+	return []*schema.StructType{mustSchema(tb, allTypesSchema), loadGolden(tb, "parquet-all-types").Schema, loadGolden(tb, "data-reader-map").Schema,
+		loadGolden(tb, "type-widening").Schema, loadGolden(tb, "type-widening-nested").Schema}
+}
+
+// TestChunkOutsideFile: a footer whose column chunk has a negative length
+// (FuzzReadParquet's crasher a31cf22370c057dc: arrow-go panicked in a
+// struct field's reader goroutine and the process died) is an error naming
+// the file, row group and column, not a recovered panic.
+func TestChunkOutsideFile(t *testing.T) {
+	b, err := os.ReadFile("testdata/fuzz/FuzzReadParquet/a31cf22370c057dc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The corpus format: a header line, then one Go literal per argument.
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 4 {
+		t.Fatalf("corpus file: %d lines", len(lines))
+	}
+	raw, err := strconv.Unquote(strings.TrimSuffix(strings.TrimPrefix(lines[1], "[]byte("), ")"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos, err := strconv.Atoi(strings.TrimSuffix(strings.TrimPrefix(lines[2], "uint16("), ")"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, _, _, err := strconv.UnquoteChar(strings.TrimSuffix(strings.TrimPrefix(lines[3], "byte('"), "')"), '\'')
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := []byte(raw)
+	data[pos%len(data)] ^= byte(x)
+	outside := 0
+	for _, sch := range fuzzSchemas(t) {
+		recs, err := ReadAll(context.Background(), bytes.NewReader(data), int64(len(data)), sch, ReadOptions{Name: "bad.parquet"})
+		for _, r := range recs {
+			r.Release()
+		}
+		var pe *PanicError
+		if errors.As(err, &pe) {
+			t.Errorf("recovered panic, want a checked error: %v", pe.Value)
+		}
+		if err != nil && strings.Contains(err.Error(), "lies outside the file") {
+			if !strings.Contains(err.Error(), "bad.parquet") || !strings.Contains(err.Error(), "row group 0") {
+				t.Errorf("error does not name the file and row group: %v", err)
+			}
+			outside++
+		}
+	}
+	if outside == 0 {
+		t.Fatal("no read refused the chunk outside the file")
+	}
 }
 
 // TestCorruptFilesNoPanic flips bytes throughout real files (ours and

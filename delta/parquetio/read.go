@@ -16,6 +16,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/scalar"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/metadata"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/cdcsink/cdc-sink/delta/schema"
@@ -200,9 +201,6 @@ func ReadFile(ctx context.Context, r parquet.ReaderAtSeeker, size int64, readSch
 	if err != nil {
 		return nil, fmt.Errorf("parquetio: %s: %w", name, err)
 	}
-	if size > 0 {
-		_ = size // the footer reader seeks to the end itself
-	}
 	rd = &RecordReader{ctx: ctx, name: name, mem: mem, outSch: outSch, pf: pf, total: pf.NumRows(), batch: batch, deleted: opts.Deleted, rowIdx: opts.WithRowIndex, cmMode: opts.ColumnMappingMode}
 	// Close through a copy: error returns below set the named result to nil.
 	opened := rd
@@ -258,6 +256,10 @@ func ReadFile(ctx context.Context, r parquet.ReaderAtSeeker, size int64, readSch
 			leaves = appendLeaves(leaves, &fr.Manifest.Fields[i])
 		}
 		if len(leaves) > 0 && rd.total > 0 {
+			// The footer reader measured the file itself (size may be 0 = unknown).
+			if err := CheckChunks(pf.MetaData(), leaves, pf.MetaData().GetSourceFileSize()); err != nil {
+				return nil, fmt.Errorf("parquetio: %s: %w", name, err)
+			}
 			rr, err := fr.GetRecordReader(ctx, leaves, nil)
 			if err != nil {
 				return nil, fmt.Errorf("parquetio: %s: %w", name, err)
@@ -266,6 +268,49 @@ func ReadFile(ctx context.Context, r parquet.ReaderAtSeeker, size int64, readSch
 		}
 	}
 	return rd, nil
+}
+
+// CheckChunks refuses a file whose column chunks (of the leaf columns
+// given) lie outside it, before pqarrow opens them. pqarrow opens the chunks
+// of a struct's fields on goroutines of its own, where a panic on such a
+// range (a negative length is a makeslice panic) ends the process instead of
+// reaching a recover; the bounds are the ones
+// RowGroupReader.GetColumnPageReader reads (CI run of 01c2cf3:
+// FuzzReadParquet, "fuzzing process hung or terminated unexpectedly").
+func CheckChunks(md *metadata.FileMetaData, leaves []int, size int64) error {
+	if md.NumRows < 0 {
+		return fmt.Errorf("negative row count %d", md.NumRows)
+	}
+	for g := 0; g < md.NumRowGroups(); g++ {
+		rg := md.RowGroup(g)
+		if rg.NumRows() < 0 {
+			return fmt.Errorf("row group %d: negative row count %d", g, rg.NumRows())
+		}
+		for _, c := range leaves {
+			if c < 0 || c >= rg.NumColumns() {
+				return fmt.Errorf("row group %d: no column chunk %d", g, c)
+			}
+			col, err := rg.ColumnChunk(c)
+			if err != nil {
+				return fmt.Errorf("row group %d: column %d: %w", g, c, err)
+			}
+			if col.CryptoMetadata() != nil {
+				return fmt.Errorf("row group %d: column %d: encrypted column chunks are not supported", g, c)
+			}
+			start := col.DataPageOffset()
+			if col.HasDictionaryPage() && col.DictionaryPageOffset() > 0 && start > col.DictionaryPageOffset() {
+				start = col.DictionaryPageOffset()
+			}
+			n := col.TotalCompressedSize()
+			if start < 0 || n < 0 || start > size || n > size-start {
+				return fmt.Errorf("row group %d: column %d: chunk at offset %d with %d bytes lies outside the file's %d bytes", g, c, start, n, size)
+			}
+			if col.NumValues() < 0 || col.TotalUncompressedSize() < 0 {
+				return fmt.Errorf("row group %d: column %d: negative value count or size", g, c)
+			}
+		}
+	}
+	return nil
 }
 
 // Schema returns the schema of the records.
