@@ -3,6 +3,12 @@
 // (80% update, 10% insert, 10% delete) and reports median and p99 commit
 // time, bytes written per batch and peak RSS.
 //
+// -keep leaves the table in -dir; a second run with -reuse on it measures
+// the open (time, heap, peak RSS) in a process that did not build it:
+//
+//	go run ./bench/mergebench -rows 100000000 -batches 1 -dir /tmp/mb -keep
+//	go run ./bench/mergebench -dir /tmp/mb -reuse -keep
+//
 //	go run ./bench/mergebench -rows 1000000 -batches 20 -batch 10000
 //
 // -table puts the table anywhere cdc-sink can: a directory or an s3:// URL
@@ -111,6 +117,7 @@ func main() {
 	s3PathStyle := flag.Bool("s3-path-style", os.Getenv("CDC_SINK_STORAGE_S3_PATH_STYLE") == "true", "path-style S3 addressing (default $CDC_SINK_STORAGE_S3_PATH_STYLE)")
 	s3Region := flag.String("s3-region", os.Getenv("CDC_SINK_STORAGE_S3_REGION"), "S3 region (default $CDC_SINK_STORAGE_S3_REGION, then the SDK's)")
 	keep := flag.Bool("keep", false, "keep the table")
+	reuse := flag.Bool("reuse", false, "measure a table an earlier -keep run built at -dir or -table: no build, so the open and the batches run in a fresh process and peak RSS is theirs")
 	cpuprof := flag.String("cpuprofile", "", "write a CPU profile of the measured batches")
 	cdf := flag.Bool("cdf", false, "the table has Change Data Feed on (each batch also writes its change data file)")
 	flag.Parse()
@@ -154,6 +161,19 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
+	if *reuse {
+		// Continue the earlier run's streams: keys 0…n-1 exist (the build and
+		// the batches add keys in order) and the versions must exceed the
+		// stored ones, or every update would be a stale skip.
+		if t.Version() < 0 {
+			fail(fmt.Errorf("-reuse: no table at %s", table))
+		}
+		live, deleted := t.LiveRows()
+		off = t.Offsets()[merge.TP{Topic: "bench", Partition: 0}]
+		g.next, g.lsn = int64(live+deleted), 8*uint64(off)
+		res.Rows = g.next
+		*rows = g.next
+	}
 	for g.next < *rows {
 		n := min(int64(*buildBatch), *rows-g.next)
 		cs := make([]*normalize.Change, n)
@@ -164,7 +184,9 @@ func main() {
 		apply(t, cs)
 		fmt.Fprintf(os.Stderr, "built %d rows (%.0fs)\n", g.next, time.Since(t0).Seconds())
 	}
-	res.BuildSeconds = time.Since(t0).Seconds()
+	if !*reuse {
+		res.BuildSeconds = time.Since(t0).Seconds()
+	}
 	t = nil
 	runtime.GC()
 	t0 = time.Now()
