@@ -186,8 +186,28 @@ func home(h uint64, n int) int {
 
 // grow rebuilds slots half as large again. Entries do not move; the old
 // table is dropped as soon as the new one is filled.
-func (x *keyIndex) grow() {
-	n := max(16, len(x.slots)+len(x.slots)/2)
+func (x *keyIndex) grow() { x.rebuild(max(16, len(x.slots)+len(x.slots)/2)) }
+
+// Reserve sizes slots for n keys and a quarter more, so that adding keys
+// up to n does not grow it: on open, growing by half from empty rebuilt the
+// table again and again (≈ 30% of opening a 100M-key table) and held the
+// old and the new slots at once. The quarter is room for new keys: sized
+// to n exactly, the first batch's inserts would grow it at once, a stall of
+// seconds at 100M keys. n is a hint (numRecords); a wrong one costs memory
+// or a later grow, never a wrong answer. Hints beyond what slots can
+// address are ignored.
+func (x *keyIndex) Reserve(n int) {
+	if n <= 0 || n >= math.MaxUint32/20*13 {
+		return
+	}
+	if n += n / 4; n > x.limit {
+		x.rebuild(n/13*16 + 16)
+	}
+}
+
+// rebuild refills slots with n of them.
+func (x *keyIndex) rebuild(n int) {
+	n = (n + 15) / 16 * 16
 	limit := n / 16 * 13
 	if limit >= math.MaxUint32 {
 		panic("merge: key index full")
@@ -248,11 +268,17 @@ func (x *keyIndex) Set(k string, l loc) {
 		x.put(x.ents.at(i), l)
 		return
 	}
+	x.insert(k, h, slot, l)
+}
+
+// insert adds key k, absent from the index, with hash h at slot (the
+// empty slot find stopped at).
+func (x *keyIndex) insert(k string, h uint64, slot int, l loc) {
 	if x.ents.n >= x.limit {
 		x.grow()
 		slot, _ = x.find(k, h)
 	}
-	i = x.ents.add()
+	i := x.ents.add()
 	e := x.ents.at(i)
 	if kind, word, ok := inlineKey(k); ok {
 		e.key, e.tail = word, kind
@@ -265,6 +291,26 @@ func (x *keyIndex) Set(k string, l loc) {
 
 // SetBytes is Set for a key in a reused buffer.
 func (x *keyIndex) SetBytes(k []byte, l loc) { x.Set(bytesString(k), l) }
+
+// SetNewerBytes stores l for key k unless k is stored with a version not
+// older than l's: GetBytes then SetBytes with one probe of the table
+// (building the index on open: a probe is a cache miss). It reports
+// whether l was stored.
+func (x *keyIndex) SetNewerBytes(k []byte, l loc) bool {
+	key := bytesString(k)
+	h := x.hash(key)
+	slot, i := x.find(key, h)
+	if i >= 0 {
+		e := x.ents.at(i)
+		if !x.loc(e).ver.Less(l.ver) {
+			return false
+		}
+		x.put(e, l)
+		return true
+	}
+	x.insert(key, h, slot, l)
+	return true
+}
 
 // bytesString views b as a string without copying. Only for the duration
 // of a call that does not keep it: Set copies a new key's bytes.

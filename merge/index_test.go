@@ -271,7 +271,23 @@ func TestKeyIndexModel(t *testing.T) {
 			rehashes, cap0 := 0, 0
 			for i := range c.ops {
 				k := keys[r.IntN(len(keys))]
-				switch r.IntN(4) {
+				switch r.IntN(6) {
+				case 4:
+					l := randLoc(r)
+					w, in := want[k]
+					newer := !in || w.ver.Less(l.ver)
+					if got := x.SetNewerBytes([]byte(k), l); got != newer {
+						t.Fatalf("op %d: SetNewerBytes(%x, %+v) = %v, stored %+v %v", i, k, l, got, w, in)
+					}
+					if newer {
+						want[k] = l
+					}
+					continue
+				case 5:
+					if r.IntN(50) == 0 {
+						x.Reserve(x.Len() + r.IntN(3000))
+					}
+					continue
 				case 0:
 					l := randLoc(r)
 					x.Set(k, l)

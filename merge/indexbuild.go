@@ -4,7 +4,10 @@ package merge
 
 import (
 	"context"
+	"math"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -60,6 +63,7 @@ func (c *scanChunk) reset() {
 // object storage. Memory: the columns of the files being read, and a few
 // chunks per file.
 func (t *Table) indexFiles(ctx context.Context, st *state) error {
+	st.index.Reserve(st.indexHint())
 	n := len(st.files)
 	workers := min(indexWorkers, n)
 	if workers <= 1 {
@@ -151,4 +155,47 @@ func (t *Table) indexFiles(ctx context.Context, st *state) error {
 		}
 	}
 	return nil
+}
+
+// indexHint is how many keys indexing the files will add at most: the
+// live rows (numRecords in the add's stats, less the deletion vector) of
+// the files that go into the key index (fileRows). 0 when a file has no
+// numRecords: then the index grows as it fills.
+func (st *state) indexHint() int {
+	var n int64
+	for _, fs := range st.files {
+		if st.scoped() && fs.part != "" && !st.adopted[fs.part] {
+			continue
+		}
+		r, ok := numRecords(fs.add.Stats)
+		if !ok || r > 64*max(fs.add.Size, 1) {
+			return 0 // none, or not believable (a row takes more than 1/64 byte of a file)
+		}
+		if fs.dv != nil {
+			r -= int64(fs.dv.GetCardinality())
+		}
+		n += max(r, 0)
+	}
+	return int(min(n, math.MaxInt32))
+}
+
+// numRecords reads "numRecords" from an add's stats JSON without parsing
+// the rest (the column bounds): a hint, so a stats string it cannot read is
+// no error, just no hint.
+func numRecords(stats string) (int64, bool) {
+	const field = `"numRecords":`
+	i := strings.Index(stats, field)
+	if i < 0 {
+		return 0, false
+	}
+	s := strings.TrimLeft(stats[i+len(field):], " ")
+	j := 0
+	for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+		j++
+	}
+	v, err := strconv.ParseInt(s[:j], 10, 64)
+	if err != nil {
+		return 0, false
+	}
+	return v, true
 }

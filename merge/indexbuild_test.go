@@ -182,3 +182,88 @@ func TestIndexFilesParallelErrors(t *testing.T) {
 		t.Fatalf("the loop: %s\nin parallel: %s", errs[0], errs[1])
 	}
 }
+
+func TestNumRecords(t *testing.T) {
+	for _, c := range []struct {
+		stats string
+		n     int64
+		ok    bool
+	}{
+		{`{"numRecords":1200,"minValues":{"id":1}}`, 1200, true},
+		{`{"minValues":{"id":1},"numRecords": 7}`, 7, true},
+		{`{"numRecords":0}`, 0, true},
+		{``, 0, false},
+		{`{"minValues":{"id":1}}`, 0, false},
+		{`{"numRecords":-3}`, 0, false},
+		{`{"numRecords":"12"}`, 0, false},
+		{`{"numRecords":99999999999999999999}`, 0, false},
+	} {
+		if n, ok := numRecords(c.stats); n != c.n || ok != c.ok {
+			t.Errorf("numRecords(%q) = %d %v, want %d %v", c.stats, n, ok, c.n, c.ok)
+		}
+	}
+}
+
+// Open sizes the key index once from the files' numRecords (less their
+// deletion vectors): the index never grows while it is built, and holds
+// what the unsized build holds. Files without numRecords give no hint.
+func TestOpenReservesIndex(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	tb, err := Open(ctx, dir, Options{Sink: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lsn, off := uint64(0), int64(0)
+	for b := range 8 {
+		var cs []*normalize.Change
+		for i := range 700 {
+			lsn++
+			op := byte('c')
+			if b > 0 && i%3 == 0 {
+				op = 'u' // an earlier batch's key: a DV on its file
+			}
+			id := int64(b*700 + i)
+			if op == 'u' {
+				id = int64(i)
+			}
+			cs = append(cs, ch(id, op, "S", "1.00", v(lsn)))
+		}
+		off += int64(len(cs))
+		if _, err := tb.Apply(ctx, &Batch{Changes: cs, Offsets: map[TP]int64{{"t", 0}: off}}, noReject(t)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tb, err = Open(ctx, dir, Options{Sink: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	st := tb.st
+	hint := st.indexHint()
+	if hint != st.index.Len() {
+		t.Fatalf("hint %d, %d keys indexed: numRecords less the DVs should count the live rows", hint, st.index.Len())
+	}
+	sized := newKeyIndex()
+	sized.Reserve(hint)
+	if len(st.index.slots) != len(sized.slots) {
+		t.Fatalf("%d slots after open, Reserve(%d) gives %d: the index grew while it was built", len(st.index.slots), hint, len(sized.slots))
+	}
+	for _, fs := range st.files {
+		fs.add.Stats = ""
+	}
+	if h := st.indexHint(); h != 0 {
+		t.Fatalf("hint %d without stats", h)
+	}
+	want := snapshotIndex(st).keys
+	st.index = newKeyIndex()
+	for id := range st.files {
+		if err := tb.indexFile(ctx, st, int32(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(st.index.slots) == len(sized.slots) {
+		t.Fatal("the unsized build has the sized build's slots: not the comparison meant")
+	}
+	if !locMapsEqual(snapshotIndex(st).keys, want) {
+		t.Fatal("the sized index differs from the unsized build")
+	}
+}

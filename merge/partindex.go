@@ -214,10 +214,8 @@ func (st *state) indexRow(id int32, only map[string]bool) rowFunc {
 			}
 			st.foreign.drop(maphash.Bytes(st.foreign.seed, key), packForeign(id, int32(row), deleted))
 		}
-		if prev, dup := st.index.GetBytes(key); dup && !prev.ver.Less(v) {
-			return // a live duplicate would be a bug; keep the newest
-		}
-		st.index.SetBytes(key, loc{file: id, row: int32(row), ver: v, deleted: deleted})
+		// A live duplicate would be a bug; keep the newest.
+		st.index.SetNewerBytes(key, loc{file: id, row: int32(row), ver: v, deleted: deleted})
 	}
 }
 

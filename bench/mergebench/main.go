@@ -100,6 +100,9 @@ type result struct {
 	// HeapAfterOpenMiB is the live Go heap right after Open (a forced GC):
 	// what holding this table open costs, mostly the key index.
 	HeapAfterOpenMiB float64 `json:"heap_after_open_mib"`
+	// OpenPeakRSSMiB is the peak RSS of the open alone (-reuse only: the
+	// process has built nothing).
+	OpenPeakRSSMiB float64 `json:"open_peak_rss_mib,omitempty"`
 	// GCCPUSeconds is the CPU the garbage collector used during the batches.
 	GCCPUSeconds  float64 `json:"gc_cpu_seconds"`
 	ChangesPerSec float64 `json:"changes_per_sec"`
@@ -117,8 +120,9 @@ func main() {
 	s3PathStyle := flag.Bool("s3-path-style", os.Getenv("CDC_SINK_STORAGE_S3_PATH_STYLE") == "true", "path-style S3 addressing (default $CDC_SINK_STORAGE_S3_PATH_STYLE)")
 	s3Region := flag.String("s3-region", os.Getenv("CDC_SINK_STORAGE_S3_REGION"), "S3 region (default $CDC_SINK_STORAGE_S3_REGION, then the SDK's)")
 	keep := flag.Bool("keep", false, "keep the table")
-	reuse := flag.Bool("reuse", false, "measure a table an earlier -keep run built at -dir or -table: no build, so the open and the batches run in a fresh process and peak RSS is theirs")
+	reuse := flag.Bool("reuse", false, "measure a table an earlier -keep run built at -dir or -table: no build, so the open (open_seconds, open_peak_rss_mib) and the batches run in a fresh process")
 	cpuprof := flag.String("cpuprofile", "", "write a CPU profile of the measured batches")
+	openprof := flag.String("openprofile", "", "with -reuse: write a CPU profile of the open")
 	cdf := flag.Bool("cdf", false, "the table has Change Data Feed on (each batch also writes its change data file)")
 	flag.Parse()
 	ctx := context.Background()
@@ -156,11 +160,24 @@ func main() {
 		}
 		return r
 	}
+	if *openprof != "" {
+		if !*reuse {
+			fail(fmt.Errorf("-openprofile needs -reuse"))
+		}
+		f, err := os.Create(*openprof)
+		if err != nil {
+			fail(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fail(err)
+		}
+	}
 	t0 := time.Now()
 	t, err := merge.Open(ctx, table, opts)
 	if err != nil {
 		fail(err)
 	}
+	pprof.StopCPUProfile() // a no-op without -openprofile
 	if *reuse {
 		// Continue the earlier run's streams: keys 0…n-1 exist (the build and
 		// the batches add keys in order) and the versions must exceed the
@@ -184,16 +201,21 @@ func main() {
 		apply(t, cs)
 		fmt.Fprintf(os.Stderr, "built %d rows (%.0fs)\n", g.next, time.Since(t0).Seconds())
 	}
-	if !*reuse {
+	if *reuse {
+		// The process has done nothing but open the table: its peak RSS so
+		// far is the open's.
+		res.OpenSeconds = time.Since(t0).Seconds()
+		res.OpenPeakRSSMiB = peakRSS()
+	} else {
 		res.BuildSeconds = time.Since(t0).Seconds()
+		t = nil
+		runtime.GC()
+		t0 = time.Now()
+		if t, err = merge.Open(ctx, table, opts); err != nil {
+			fail(err)
+		}
+		res.OpenSeconds = time.Since(t0).Seconds()
 	}
-	t = nil
-	runtime.GC()
-	t0 = time.Now()
-	if t, err = merge.Open(ctx, table, opts); err != nil {
-		fail(err)
-	}
-	res.OpenSeconds = time.Since(t0).Seconds()
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
