@@ -164,7 +164,7 @@ func (t *Table) indexFiles(ctx context.Context, st *state) error {
 func (st *state) indexHint() int {
 	var n int64
 	for _, fs := range st.files {
-		if st.scoped() && fs.part != "" && !st.adopted[fs.part] {
+		if st.located(fs) {
 			continue
 		}
 		r, ok := numRecords(fs.add.Stats)

@@ -167,6 +167,13 @@ func (f *foreignKeys) each(fn func(v uint64)) {
 // scoped reports whether the state keeps a partition-scoped index.
 func (st *state) scoped() bool { return st.foreign != nil }
 
+// located reports whether the rows of file fs go to foreignKeys rather
+// than to the key index: a file of a partition not adopted, in a scoped
+// state.
+func (st *state) located(fs *fileState) bool {
+	return st.scoped() && fs.part != "" && !st.adopted[fs.part]
+}
+
 // rowDead reports whether a packed foreign entry's row is hidden now.
 func (st *state) rowDead(v uint64) bool {
 	file, row, _ := unpackForeign(v)
@@ -187,7 +194,7 @@ func (t *Table) indexFile(ctx context.Context, st *state, id int32) error {
 // with each of its live rows.
 func (st *state) fileRows(id int32) rowFunc {
 	fs := st.files[id]
-	if st.scoped() && fs.part != "" && !st.adopted[fs.part] {
+	if st.located(fs) {
 		fs.indexed = false
 		return func(key []byte, row int, _ versioning.Version, deleted bool) {
 			st.foreign.add(maphash.Bytes(st.foreign.seed, key), packForeign(id, int32(row), deleted), st.rowDead)

@@ -190,7 +190,7 @@ func (t *Table) applyRebase(rb *rebaseLog) error {
 		}
 		st.byPath[op.add.Path] = id
 		st.files = append(st.files, fs)
-		foreign := st.scoped() && fs.part != "" && !st.adopted[fs.part]
+		foreign := st.located(fs)
 		fs.indexed = !foreign
 		for i, k := range op.keys {
 			if foreign {
