@@ -59,7 +59,7 @@ type kcatLine struct {
 // well-formed record line; it never panics.
 func ParseLine(line []byte, d LineDefaults) (*Record, error) {
 	line = bytes.TrimRight(line, "\r")
-	l, key, payload, fast := parseFast(line)
+	l, key, payload, hs, hasHs, fast := parseFast(line)
 	if !fast {
 		if err := json.Unmarshal(line, &l); err != nil {
 			return nil, fmt.Errorf("malformed kcat JSON line: %w", err)
@@ -101,10 +101,12 @@ func ParseLine(line []byte, d LineDefaults) (*Record, error) {
 	if rec.Value, err = pickBytes("payload", l.Payload, payload, l.PayloadB64); err != nil {
 		return nil, err
 	}
-	if l.Headers != nil && l.HeadersB64 != nil {
+	if (l.Headers != nil || hasHs) && l.HeadersB64 != nil {
 		return nil, errors.New(`both "headers" and "headers_b64"`)
 	}
-	if rec.Headers, err = parseHeaders(l.Headers, false); err != nil {
+	if hasHs && len(hs) > 0 {
+		rec.Headers = hs
+	} else if rec.Headers, err = parseHeaders(l.Headers, false); err != nil {
 		return nil, err
 	}
 	if l.HeadersB64 != nil {

@@ -1,8 +1,8 @@
 package source
 
 import (
-	"bytes"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -15,41 +15,43 @@ import (
 // stays the definition of the format: FuzzParseFastMatchesJSON holds the
 // two equal. Key and payload bytes are unescaped once, straight into the
 // record's slices (encoding/json unescapes into a string that is then
-// copied): a third of replay's CPU was this line parsing.
-func parseFast(line []byte) (l kcatLine, key, payload []byte, ok bool) {
+// copied): a third of replay's CPU was this line parsing. The text
+// "headers" member is read straight into hs (hasHs: present, not null),
+// not into l.Headers: four allocations a header fewer.
+func parseFast(line []byte) (l kcatLine, key, payload []byte, hs []Header, hasHs, ok bool) {
 	p := fastParser{b: line}
 	p.ws()
 	if !p.eat('{') {
-		return l, nil, nil, false
+		return l, nil, nil, nil, false, false
 	}
 	var seen uint16
 	p.ws()
 	if p.eat('}') {
-		return l, nil, nil, p.end()
+		return l, nil, nil, nil, false, p.end()
 	}
 	for {
 		p.ws()
 		name, ok := p.plainString()
 		if !ok {
-			return l, nil, nil, false
+			return l, nil, nil, nil, false, false
 		}
 		p.ws()
 		if !p.eat(':') {
-			return l, nil, nil, false
+			return l, nil, nil, nil, false, false
 		}
 		p.ws()
 		field := fieldIndex(name)
 		if field < 0 {
 			if foldsToField(name) || !p.skipScalar() {
-				return l, nil, nil, false
+				return l, nil, nil, nil, false, false
 			}
 		} else {
 			if seen&(1<<field) != 0 {
-				return l, nil, nil, false
+				return l, nil, nil, nil, false, false
 			}
 			seen |= 1 << field
 			if !p.member(field, &l, &key, &payload) {
-				return l, nil, nil, false
+				return l, nil, nil, nil, false, false
 			}
 		}
 		p.ws()
@@ -57,9 +59,9 @@ func parseFast(line []byte) (l kcatLine, key, payload []byte, ok bool) {
 			continue
 		}
 		if p.eat('}') {
-			return l, key, payload, p.end()
+			return l, key, payload, p.hs, p.hasHs, p.end()
 		}
-		return l, nil, nil, false
+		return l, nil, nil, nil, false, false
 	}
 }
 
@@ -119,8 +121,10 @@ func foldsToField(name []byte) bool {
 }
 
 type fastParser struct {
-	b []byte
-	i int
+	b     []byte
+	i     int
+	hs    []Header
+	hasHs bool
 }
 
 func (p *fastParser) ws() {
@@ -177,81 +181,141 @@ func (p *fastParser) plainString() ([]byte, bool) {
 	return nil, false
 }
 
+// strStop marks the bytes at which str's scan of plain bytes stops: the
+// closing quote, an escape, a control character (not allowed in a JSON
+// string) and a non-ASCII byte (its UTF-8 is checked at the end).
+var strStop = func() (t [256]bool) {
+	for c := range 0x20 {
+		t[c] = true
+	}
+	for c := 0x80; c < 256; c++ {
+		t[c] = true
+	}
+	t['"'], t['\\'] = true, true
+	return t
+}()
+
+// strScratch holds the buffers str unescapes into before the string's
+// length is known; the result is then copied out at its exact size, since
+// records keep it for a whole batch.
+var strScratch = sync.Pool{New: func() any { return new([]byte) }}
+
 // str reads a string value, unescaped into a new slice.
 func (p *fastParser) str() ([]byte, bool) {
-	if !p.eat('"') {
+	v, sp, ok := p.scan()
+	if !ok {
 		return nil, false
 	}
-	start := p.i
-	// the end: the first quote not escaped by an odd run of backslashes
-	for {
-		j := bytes.IndexByte(p.b[p.i:], '"')
-		if j < 0 {
-			return nil, false
-		}
-		p.i += j
-		n := 0
-		for k := p.i - 1; k >= start && p.b[k] == '\\'; k-- {
-			n++
-		}
-		if n%2 == 0 {
-			break
-		}
-		p.i++
+	s := append([]byte(nil), v...)
+	release(sp, v)
+	return s, true
+}
+
+// release returns scan's scratch buffer, if it used one.
+func release(sp *[]byte, v []byte) {
+	if sp != nil {
+		*sp = v[:0]
+		strScratch.Put(sp)
 	}
-	raw := p.b[start:p.i]
-	p.i++
+}
+
+// scan reads a string value in one pass and returns its unescaped bytes: a
+// view into the line, or, when the string has escapes, into a scratch buffer
+// (sp, for release once the bytes are copied). A kcat line's payload is JSON
+// escaped into a string, an escaped quote every few bytes: finding the end
+// first, then checking the bytes, then unescaping was a fifth of a
+// bootstrap's CPU (bench/README.md).
+func (p *fastParser) scan() (v []byte, sp *[]byte, ok bool) {
+	if !p.eat('"') {
+		return nil, nil, false
+	}
+	b, i := p.b, p.i
+	start := i     // the plain bytes not yet copied
+	var out []byte // with sp: the unescaped bytes so far
 	hi := false
-	for _, c := range raw {
-		if c < 0x20 {
-			return nil, false
+	for {
+		for i < len(b) && !strStop[b[i]] {
+			i++
 		}
-		hi = hi || c >= 0x80
-	}
-	if hi && !utf8.Valid(raw) {
-		return nil, false // encoding/json replaces invalid bytes with U+FFFD
-	}
-	j := bytes.IndexByte(raw, '\\')
-	if j < 0 {
-		return append([]byte(nil), raw...), true
-	}
-	out := make([]byte, 0, len(raw))
-	for j >= 0 {
-		out = append(out, raw[:j]...)
-		raw = raw[j+1:]
-		if len(raw) == 0 {
-			return nil, false
+		if i == len(b) {
+			return nil, nil, false
 		}
-		switch raw[0] {
-		case '"', '\\', '/':
-			out = append(out, raw[0])
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			if len(raw) < 5 {
-				return nil, false
+		switch c := b[i]; {
+		case c == '"':
+			v = b[start:i]
+			if sp != nil {
+				out = append(out, v...)
+				v = out
 			}
-			v, err := strconv.ParseUint(string(raw[1:5]), 16, 32)
-			if err != nil || (v >= 0xD800 && v < 0xE000) {
-				return nil, false // surrogates: encoding/json's rules
+			p.i = i + 1
+			if hi && !utf8.Valid(v) {
+				release(sp, v)
+				return nil, nil, false // encoding/json replaces invalid bytes with U+FFFD
 			}
-			out = utf8.AppendRune(out, rune(v))
-			raw = raw[4:]
+			return v, sp, true
+		case c == '\\':
+			if sp == nil {
+				sp = strScratch.Get().(*[]byte)
+				out = (*sp)[:0]
+			}
+			out = append(out, b[start:i]...)
+			if i++; i == len(b) {
+				return nil, nil, false
+			}
+			switch b[i] {
+			case '"', '\\', '/':
+				out = append(out, b[i])
+			case 'b':
+				out = append(out, '\b')
+			case 'f':
+				out = append(out, '\f')
+			case 'n':
+				out = append(out, '\n')
+			case 'r':
+				out = append(out, '\r')
+			case 't':
+				out = append(out, '\t')
+			case 'u':
+				v, ok := hex4(b[i+1:])
+				if !ok || (v >= 0xD800 && v < 0xE000) {
+					return nil, nil, false // surrogates: encoding/json's rules
+				}
+				out = utf8.AppendRune(out, v)
+				i += 4
+			default:
+				return nil, nil, false
+			}
+			i++
+			start = i
+		case c < 0x20:
+			return nil, nil, false
 		default:
-			return nil, false
+			hi = true
+			i++
 		}
-		raw = raw[1:]
-		j = bytes.IndexByte(raw, '\\')
 	}
-	return append(out, raw...), true
+}
+
+// hex4 reads the four hex digits of a \u escape.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var v rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c -= 'a' - 10
+		case 'A' <= c && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		v = v<<4 | rune(c)
+	}
+	return v, true
 }
 
 // integer reads a JSON integer in [lo, hi].
@@ -306,11 +370,12 @@ func (p *fastParser) optString() (*string, bool) {
 	if p.null() {
 		return nil, true
 	}
-	b, ok := p.str()
+	v, sp, ok := p.scan()
 	if !ok {
 		return nil, false
 	}
-	s := string(b)
+	s := string(v)
+	release(sp, v)
 	return &s, true
 }
 
@@ -361,17 +426,57 @@ func (p *fastParser) member(field int, l *kcatLine, key, payload *[]byte) bool {
 				l.Ts = &v
 			}
 		}
-	case fHeaders, fHeadersB64:
-		var a []*string
-		if a, ok = p.strings(); ok {
-			if field == fHeaders {
-				l.Headers = a
-			} else {
-				l.HeadersB64 = a
-			}
-		}
+	case fHeaders:
+		ok = p.headers()
+	case fHeadersB64:
+		l.HeadersB64, ok = p.strings()
 	}
 	return ok
+}
+
+// headers reads null or the "headers" array into p.hs: key, value pairs,
+// the keys strings and the values strings or null. Anything parseHeaders
+// would refuse (an odd length, a null key) declines, for its error.
+func (p *fastParser) headers() bool {
+	if p.null() {
+		return true
+	}
+	if !p.eat('[') {
+		return false
+	}
+	p.hasHs = true
+	p.ws()
+	if p.eat(']') {
+		return true
+	}
+	for {
+		p.ws()
+		k, sp, ok := p.scan()
+		if !ok {
+			return false // also a null key
+		}
+		h := Header{Key: string(k)}
+		release(sp, k)
+		p.ws()
+		if !p.eat(',') {
+			return false
+		}
+		p.ws()
+		if !p.null() {
+			v, sp, ok := p.scan()
+			if !ok {
+				return false
+			}
+			h.Value = append(make([]byte, 0, len(v)), v...) // "" is empty, not null
+			release(sp, v)
+		}
+		p.hs = append(p.hs, h)
+		p.ws()
+		if p.eat(',') {
+			continue
+		}
+		return p.eat(']')
+	}
 }
 
 // strings reads null or an array of strings and nulls.

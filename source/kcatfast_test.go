@@ -3,9 +3,12 @@ package source
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 )
 
 // slowLine is ParseLine's encoding/json path alone: the definition.
@@ -16,7 +19,20 @@ func slowLine(line []byte) (kcatLine, error) {
 }
 
 // fastAsSlow is parseFast's result in encoding/json's shape.
-func fastAsSlow(l kcatLine, key, payload []byte) kcatLine {
+func fastAsSlow(l kcatLine, key, payload []byte, hs []Header, hasHs bool) kcatLine {
+	if hasHs {
+		l.Headers = []*string{}
+		for _, h := range hs {
+			k := h.Key
+			l.Headers = append(l.Headers, &k)
+			if h.Value == nil {
+				l.Headers = append(l.Headers, nil)
+			} else {
+				v := string(h.Value)
+				l.Headers = append(l.Headers, &v)
+			}
+		}
+	}
 	if key != nil {
 		s := string(key)
 		l.Key = &s
@@ -30,7 +46,7 @@ func fastAsSlow(l kcatLine, key, payload []byte) kcatLine {
 
 func checkFast(t *testing.T, line []byte) bool {
 	t.Helper()
-	l, key, payload, ok := parseFast(bytes.TrimRight(line, "\r"))
+	l, key, payload, hs, hasHs, ok := parseFast(bytes.TrimRight(line, "\r"))
 	if !ok {
 		return false
 	}
@@ -38,7 +54,7 @@ func checkFast(t *testing.T, line []byte) bool {
 	if err != nil {
 		t.Fatalf("parseFast accepted %q, encoding/json refuses it: %v", line, err)
 	}
-	if got := fastAsSlow(l, key, payload); !reflect.DeepEqual(got, want) {
+	if got := fastAsSlow(l, key, payload, hs, hasHs); !reflect.DeepEqual(got, want) {
 		t.Fatalf("parseFast(%q) =\n%s\nencoding/json:\n%s", line, dump(got), dump(want))
 	}
 	return true
@@ -80,8 +96,12 @@ func TestParseFast(t *testing.T) {
 		{`{"payload":"a"} x`, false},            // trailing data
 		{`{"payload":"a",}`, false},             // trailing comma
 		{`{"headers":["a",1]}`, false},          // header not a string
-		{`{"payload":"a` + "\n" + `"}`, false},  // control character
-		{`{"k\u0065y":"v"}`, false},             // escaped member name
+		{`{"headers":["k","","k",null]}`, true},
+		{`{"headers":[],"headers_b64":[]}`, true}, // ParseLine refuses both
+		{`{"headers":["k"]}`, false},              // odd length: parseHeaders' error
+		{`{"headers":[null,"v"]}`, false},         // null key: parseHeaders' error
+		{`{"payload":"a` + "\n" + `"}`, false},    // control character
+		{`{"k\u0065y":"v"}`, false},               // escaped member name
 		{`null`, false},
 	} {
 		if got := checkFast(t, []byte(c.line)); got != c.fast {
@@ -103,4 +123,66 @@ func FuzzParseFastMatchesJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line []byte) {
 		checkFast(t, line)
 	})
+}
+
+// BenchmarkParseLine: one kcat line of a Debezium JSON change (the bench
+// generator's shape: the value is JSON escaped into a string, with a JSON
+// document escaped twice inside it and non-ASCII text).
+func BenchmarkParseLine(b *testing.B) {
+	value := `{"before":null,"after":{"id":1,"customer_id":154,"status":"CRIADO","amount":"BJzE",` +
+		`"created_at":"2026-08-31T23:51:11.105365Z","updated_at":1793491200000000,"ship_date":20785,` +
+		`"payload":"{\"items\": [{\"qty\": 6, \"sku\": \"SKU-690\"}], \"coupon\": null, \"customer\": \"Bruno\"}",` +
+		`"tags":["prioridade","retirada","b2b"],"note":"São Paulo – SP #1","uuid":"31478d3c-3abc-4217-958c-a1f83d51d720",` +
+		`"paid":false,"filler":"` + strings.Repeat("lorem ipsum dolor sit amet ", 8) + `"},` +
+		`"source":{"version":"3.6.1.Final","connector":"postgresql","name":"loja","ts_ms":1793491200055,` +
+		`"snapshot":"true","db":"loja","schema":"public","table":"orders","txId":771,"lsn":24023128},` +
+		`"op":"r","ts_ms":1793491200055}`
+	line := Encode(&Record{Topic: "loja.public.orders", Offset: 12345, Key: []byte(`{"id":1}`), Value: []byte(value),
+		Timestamp: time.UnixMilli(1793491200055).UTC(), TimestampType: "create",
+		Headers: []Header{{Key: "__debezium.context.connectorLogicalName", Value: []byte("loja")}}})
+	if _, _, _, _, _, ok := parseFast(line); !ok {
+		b.Fatalf("the benchmark line is not on the fast path: %s", line)
+	}
+	b.SetBytes(int64(len(line)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseLine(line, LineDefaults{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// TestParseLineHeaders: headers read on the fast path are the records
+// encoding/json's path makes: an empty value is empty, a null one nil, and
+// the same lines are refused.
+func TestParseLineHeaders(t *testing.T) {
+	for _, line := range []string{
+		`{"topic":"t","headers":["a","x","b","","c",null,"a","\u00e9\n"]}`,
+		`{"topic":"t","headers":[]}`,
+		`{"topic":"t","headers":null}`,
+		`{"topic":"t","headers":["k"]}`,
+		`{"topic":"t","headers":[null,"v"]}`,
+		`{"topic":"t","headers":[],"headers_b64":[]}`,
+		`{"topic":"t","headers":["k","v"],"headers_b64":null}`,
+	} {
+		got, gerr := ParseLine([]byte(line), LineDefaults{})
+		l, err := slowLine([]byte(line))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []Header
+		werr := error(nil)
+		if l.Headers != nil && l.HeadersB64 != nil {
+			werr = errors.New("both")
+		} else {
+			want, werr = parseHeaders(l.Headers, false)
+		}
+		if (gerr == nil) != (werr == nil) {
+			t.Errorf("%s: error %v, encoding/json's path: %v", line, gerr, werr)
+			continue
+		}
+		if gerr == nil && !reflect.DeepEqual(got.Headers, want) {
+			t.Errorf("%s: headers %#v, want %#v", line, got.Headers, want)
+		}
+	}
 }
