@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
@@ -29,6 +30,13 @@ type deltaOps struct {
 	tbl    *delta.Table
 	logger *slog.Logger
 	fault  func(FaultPoint) error // Options.Fault (tests)
+
+	mu sync.Mutex
+	// last is the newest snapshot loaded or advanced to: a commit's read
+	// snapshot and a checkpoint's are advanced from it over the versions
+	// since (delta.Snapshot.Advance), reading those commits and not the
+	// checkpoint again (bench/README.md, commit snapshots).
+	last *delta.Snapshot
 }
 
 // snapshotView is the part of a Delta snapshot merge needs.
@@ -59,11 +67,13 @@ func newDeltaOps(ctx context.Context, location string, store delta.Storage, so d
 func (o *deltaOps) latest(ctx context.Context) (*snapshotView, error) {
 	snap, err := o.tbl.Snapshot(ctx)
 	if errors.Is(err, delta.ErrNotATable) {
+		o.keep(nil, true)
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("load snapshot of %s: %w", o.dir, err)
 	}
+	o.keep(snap, true) // a reload starts the cache afresh (a table replaced under the same location)
 	sc, err := snap.Schema()
 	if err != nil {
 		return nil, fmt.Errorf("schema of %s: %w", o.dir, err)
@@ -109,7 +119,7 @@ const maxRebases = 200
 // always when the plan has no such rule (it read the whole table: a
 // truncate, a schema change).
 func (o *deltaOps) commit(ctx context.Context, readVersion int64, p *plan, op string, params map[string]any) (int64, int64, error) {
-	snap, err := o.tbl.SnapshotAt(ctx, readVersion)
+	snap, err := o.snapshotAt(ctx, readVersion)
 	if err != nil {
 		return -1, 0, fmt.Errorf("read snapshot v%d: %w", readVersion, err)
 	}
@@ -163,7 +173,10 @@ func (o *deltaOps) commit(ctx context.Context, readVersion int64, p *plan, op st
 			res.CheckpointErr = o.fault(FaultBeforeCheckpoint)
 		}
 		if res.CheckpointErr == nil {
-			res.CheckpointErr = o.tbl.WriteCheckpointAt(ctx, v)
+			var cs *delta.Snapshot
+			if cs, res.CheckpointErr = o.snapshotAt(ctx, v); res.CheckpointErr == nil {
+				res.CheckpointErr = delta.WriteCheckpoint(ctx, cs)
+			}
 		}
 	}
 	if res.CheckpointErr != nil {
@@ -175,6 +188,41 @@ func (o *deltaOps) commit(ctx context.Context, readVersion int64, p *plan, op st
 		n = fi.Size
 	}
 	return v, n, nil
+}
+
+// snapshotAt returns the snapshot at version v: the last one advanced over
+// the commits since, or a load when there is none older or advancing failed
+// for good (a commit cleaned up); a transient failure is returned.
+func (o *deltaOps) snapshotAt(ctx context.Context, v int64) (*delta.Snapshot, error) {
+	o.mu.Lock()
+	last := o.last
+	o.mu.Unlock()
+	if last != nil && last.Version() <= v {
+		s, err := last.Advance(ctx, v)
+		if err == nil {
+			o.keep(s, false)
+			return s, nil
+		}
+		if ctx.Err() != nil || delta.IsTransient(err) {
+			return nil, err // the pipeline retries the batch: one layer retries
+		}
+		o.logger.Debug("advancing the cached snapshot failed; loading the table", "table", o.dir, "from", last.Version(), "to", v, "err", err)
+	}
+	s, err := o.tbl.SnapshotAt(ctx, v)
+	if err != nil {
+		return nil, err
+	}
+	o.keep(s, false)
+	return s, nil
+}
+
+// keep caches s when it is newer than the cached snapshot, or always (reset).
+func (o *deltaOps) keep(s *delta.Snapshot, reset bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if reset || o.last == nil || (s != nil && s.Version() >= o.last.Version()) {
+		o.last = s
+	}
 }
 
 // discard deletes the files a plan wrote once its commit lost for sure (a

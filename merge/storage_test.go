@@ -154,3 +154,72 @@ func TestPermanentStorageFailureStops(t *testing.T) {
 		t.Errorf("error %q does not say what failed", err)
 	}
 }
+
+// TestCommitsAdvanceTheSnapshot: once a table is open, each batch's commit
+// reads the commits after the version it read and never a checkpoint (a
+// load per commit read the checkpoint every time: a tenth of a sink's CPU on
+// a 1M-row table), checkpoints are still written, a commit cleaned up from
+// under the cache falls back to a load, and the table ends as with loads.
+func TestCommitsAdvanceTheSnapshot(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	evs := genStream(rng, 20, 160)
+	var batches [][]event
+	for rest := evs; len(rest) > 0; rest = rest[min(len(rest), 8):] {
+		batches = append(batches, rest[:min(len(rest), 8)])
+	}
+	ref := delta.NewMemStorage()
+	refTable, _, err := applyAll(t, ref, batches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := storagetest.NewFaulty(delta.NewMemStorage())
+	tb, _, err := applyAll(t, f, batches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads, written := 0, 0
+	for _, c := range f.Calls() {
+		if !strings.Contains(c.Key, ".checkpoint.") {
+			continue
+		}
+		switch c.Op {
+		case storagetest.OpGet, storagetest.OpOpen:
+			reads++
+		case storagetest.OpPut:
+			written++
+		}
+	}
+	if reads != 0 || written < 3 {
+		t.Errorf("%d batches: %d checkpoint reads (want none), %d written (want ≥ 3)", len(batches), reads, written)
+	}
+	want, got := stateOf(t, refTable), stateOf(t, tb)
+	if len(got) != len(want) || tb.Version() != refTable.Version() {
+		t.Fatalf("%d keys at v%d, want %d at v%d", len(got), tb.Version(), len(want), refTable.Version())
+	}
+	for k, w := range want {
+		if got[k] != w {
+			t.Fatalf("key %d: %+v, want %+v", k, got[k], w)
+		}
+	}
+
+	// The commit after the cached snapshot is gone for good (log cleanup):
+	// the next batch loads the table and commits.
+	ctx := context.Background()
+	o := tb.ops
+	o.mu.Lock()
+	stale := o.last
+	o.mu.Unlock()
+	old, err := o.tbl.SnapshotAt(ctx, stale.Version()-2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.keep(old, true)
+	f.Add(storagetest.Fault{Op: storagetest.OpGet, Pattern: "_delta_log/*.json", Before: fs.ErrNotExist, Times: 1})
+	v := tb.Version()
+	if _, err := tb.Apply(ctx, batchOf("t", 10_000, evs[0].change()), noReject(t)); err != nil {
+		t.Fatal(err)
+	}
+	if f.Injected() != 1 || tb.Version() != v+1 {
+		t.Errorf("injected %d, version %d, want 1 and v%d", f.Injected(), tb.Version(), v+1)
+	}
+}
