@@ -188,10 +188,15 @@ func checkIndex(t testing.TB, x *keyIndex, want map[string]loc, absent []string)
 	if n != len(want) {
 		t.Fatalf("All yielded %d keys, want %d", n, len(want))
 	}
-	n = 0
+	n, dead := 0, 0
 	for l := range x.Locs() {
-		_ = l
+		if l.deleted {
+			dead++
+		}
 		n++
+	}
+	if wdead := countDeleted(want); dead != wdead || x.Deleted() != wdead {
+		t.Fatalf("Locs yielded %d tombstones, Deleted = %d, want %d", dead, x.Deleted(), wdead)
 	}
 	if n != len(want) {
 		t.Fatalf("Locs yielded %d, want %d", n, len(want))
@@ -499,4 +504,14 @@ func samplePeakHeap() (stop func(), peak *uint64) {
 		}
 	}()
 	return func() { close(done); <-finished }, peak
+}
+
+func countDeleted(m map[string]loc) int {
+	n := 0
+	for _, l := range m {
+		if l.deleted {
+			n++
+		}
+	}
+	return n
 }

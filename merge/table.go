@@ -304,13 +304,8 @@ func (t *Table) LiveRows() (live, deleted int) {
 	if t.st == nil {
 		return 0, 0
 	}
-	for l := range t.st.index.Locs() {
-		if l.deleted {
-			deleted++
-		} else {
-			live++
-		}
-	}
+	deleted = t.st.index.Deleted()
+	live = t.st.index.Len() - deleted
 	if t.st.scoped() {
 		t.st.foreign.each(func(v uint64) {
 			if _, _, del := unpackForeign(v); t.st.rowDead(v) {
