@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
@@ -37,6 +38,9 @@ type deltaOps struct {
 	// since (delta.Snapshot.Advance), reading those commits and not the
 	// checkpoint again (bench/README.md, commit snapshots).
 	last *delta.Snapshot
+	// fileBytesPerRow is the last data file's size per row: the next file's
+	// buffer starts at that size for its rows instead of doubling up to it.
+	fileBytesPerRow atomic.Int64
 }
 
 // snapshotView is the part of a Delta snapshot merge needs.
@@ -255,9 +259,15 @@ func (o *deltaOps) discard(ctx context.Context, p *plan) {
 // past the read snapshot's) and lets delta name and store the file.
 func (o *deltaOps) writeData(ctx context.Context, sc *schema.StructType, rec arrow.RecordBatch, now time.Time) (*delta.Add, int64, error) {
 	var buf bytes.Buffer
+	if n, bpr := rec.NumRows(), o.fileBytesPerRow.Load(); n > 0 && bpr > 0 {
+		buf.Grow(int(min(n*bpr+n*bpr/8, 1<<30)))
+	}
 	stats, err := parquetio.WriteFile(ctx, &buf, sc, []arrow.RecordBatch{rec}, parquetio.WriteOptions{})
 	if err != nil {
 		return nil, 0, fmt.Errorf("write data file: %w", err)
+	}
+	if n := rec.NumRows(); n > 0 {
+		o.fileBytesPerRow.Store(max(int64(buf.Len())/n, 1))
 	}
 	add, err := o.tbl.PutDataFile(ctx, buf.Bytes(), stats.StatsJSON, nil, nil)
 	if err != nil {

@@ -410,3 +410,62 @@ func checkStats(t *testing.T, statsJSON string, recs []arrow.RecordBatch) {
 		t.Errorf("st.x nullCount %s want %d", got, xNulls)
 	}
 }
+
+// TestWriteFileOneRecord: a file of one record is written row group by row
+// group straight to the output (Writer.write whole); it must hold the same
+// rows, row groups and stats as the buffered path that several records take.
+func TestWriteFileOneRecord(t *testing.T) {
+	ctx := context.Background()
+	st := mustSchema(t, allTypesSchema)
+	asch := schema.ToArrow(st)
+	one := buildRecord(t, asch, 0, 64)
+	defer one.Release()
+	two := []arrow.RecordBatch{buildRecord(t, asch, 0, 30), buildRecord(t, asch, 30, 64)}
+	defer func() {
+		for _, r := range two {
+			r.Release()
+		}
+	}()
+	write := func(recs []arrow.RecordBatch) ([]byte, FileStats) {
+		var buf bytes.Buffer
+		fs, err := WriteFile(ctx, &buf, st, recs, WriteOptions{RowGroupRows: 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fs.NumRecords != 64 || fs.Size != int64(buf.Len()) {
+			t.Fatalf("stats %+v, len %d", fs, buf.Len())
+		}
+		return buf.Bytes(), fs
+	}
+	wholeBytes, wholeStats := write([]arrow.RecordBatch{one})
+	_, bufferedStats := write(two)
+	if wholeStats.StatsJSON != bufferedStats.StatsJSON {
+		t.Errorf("stats differ:\nwhole    %s\nbuffered %s", wholeStats.StatsJSON, bufferedStats.StatsJSON)
+	}
+	pf, err := file.NewParquetReader(bytes.NewReader(wholeBytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sizes []int64
+	for i := 0; i < pf.NumRowGroups(); i++ {
+		sizes = append(sizes, pf.MetaData().RowGroup(i).NumRows())
+	}
+	if fmt.Sprint(sizes) != "[20 20 20 4]" {
+		t.Errorf("row groups %v, want [20 20 20 4]", sizes)
+	}
+	want := canonRows(t, two)
+	got, err := ReadAll(ctx, bytes.NewReader(wholeBytes), int64(len(wholeBytes)), st, ReadOptions{BatchSize: 9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gotRows := canonRows(t, got)
+	for _, r := range got {
+		r.Release()
+	}
+	compareRows(t, "our reader", gotRows, want)
+	path := filepath.Join(t.TempDir(), "one.parquet")
+	if err := os.WriteFile(path, wholeBytes, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	compareRows(t, "pyarrow", pyarrowRows(t, path), want)
+}

@@ -197,7 +197,13 @@ func NewWriter(ctx context.Context, w io.Writer, tbl *schema.StructType, opts Wr
 // ignored; missing nullable columns are written as nulls; columns whose
 // Arrow type differs from schema.ToArrow's choice are cast (e.g. int32 into
 // a long column, timestamp[ms] into timestamp).
-func (w *Writer) Write(rec arrow.RecordBatch) error {
+func (w *Writer) Write(rec arrow.RecordBatch) error { return w.write(rec, false) }
+
+// write appends rec. whole writes rec as row groups of its own, each column
+// straight to the output: buffering the row group's pages (needed to let
+// several records share a group) copied every page once more and was a fifth
+// of writing a bootstrap's files (bench/README.md).
+func (w *Writer) write(rec arrow.RecordBatch, whole bool) error {
 	if w.closed {
 		return errors.New("parquetio: write after close")
 	}
@@ -222,9 +228,18 @@ func (w *Writer) Write(rec arrow.RecordBatch) error {
 		defer phys.Release()
 		out = phys
 	}
+	n := out.NumRows()
+	if whole {
+		// pqarrow splits rec at MaxRowGroupLength (= RowGroupRows).
+		if err := w.fw.Write(out); err != nil {
+			return fmt.Errorf("parquetio: %w", err)
+		}
+		w.rgRows = w.opts.RowGroupRows // a later buffered write starts a group
+		w.rows += n
+		return nil
+	}
 	// Keep row groups at most RowGroupRows rows.
 	var off int64
-	n := out.NumRows()
 	for off < n {
 		if w.rgRows >= w.opts.RowGroupRows {
 			if err := w.fw.NewBufferedRowGroupChecked(); err != nil {
@@ -276,7 +291,7 @@ func WriteFile(ctx context.Context, w io.Writer, tbl *schema.StructType, recs []
 		return FileStats{}, err
 	}
 	for _, r := range recs {
-		if err := wr.Write(r); err != nil {
+		if err := wr.write(r, len(recs) == 1); err != nil {
 			_, _ = wr.Close()
 			return FileStats{}, err
 		}
