@@ -24,6 +24,7 @@ import base64
 import datetime as dt
 import decimal
 import glob
+import importlib.util
 import json
 import os
 import shutil
@@ -881,6 +882,13 @@ def main():
     rep.add_argument("--results", default=os.path.join(HERE, "results"))
     rep.add_argument("--runs", default="", help="comma-separated run files (default: all in --out)")
     a = ap.parse_args()
+    if a.cmd in ("run", "regate", "scaleout"):
+        # The correctness gate reads the tables with these; refuse now, not after
+        # a run of many minutes (the project venv has them: scripts/venv.sh).
+        missing = [m for m in ("duckdb", "deltalake", "pyarrow") if importlib.util.find_spec(m) is None]
+        if missing:
+            ap.error(f"{sys.executable} lacks {', '.join(missing)} for the correctness gate; "
+                     "run with .venv/bin/python (scripts/venv.sh makes it)")
     if a.cmd == "run" and a.format == "avro":
         # refused before anything is produced: the contenders' readers parse JSON only
         other = [c for c in a.contenders.split(",") if c != "cdc-sink"]
