@@ -480,8 +480,9 @@ func (t *Table) assemble(snap *Snapshot, cs *commitState, sink *snapSink) (*Snap
 // commits itself, or lost to a few winners, reads their JSON instead of
 // reading the checkpoint again (a full load per commit was a tenth of a
 // sink's CPU on a 1M-row table; bench/README.md). The result equals
-// SnapshotAt(target) but for the order of Files and Tombstones. s is not
-// changed. An error (a commit missing, unreadable) leaves the caller to
+// SnapshotAt(target) but for the order of Files and Tombstones, and its
+// CheckpointVersion stays s's (the checkpoint its state was replayed from).
+// s is not changed. An error (a commit missing, unreadable) leaves the caller to
 // load the table instead.
 func (s *Snapshot) Advance(ctx context.Context, target int64) (*Snapshot, error) {
 	switch {

@@ -324,7 +324,7 @@ func bytesString(b []byte) string { return unsafe.String(unsafe.SliceData(b), le
 
 // put stores l in entry e, keeping its key.
 func (x *keyIndex) put(e *indexEntry, l loc) {
-	if was := e.tail&tailDeleted != 0; was != l.deleted { // a new entry was not
+	if was := e.tail&tailDeleted != 0; was != l.deleted { // a new entry starts live
 		if l.deleted {
 			x.dead++
 		} else {
