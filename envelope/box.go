@@ -1,5 +1,7 @@
 package envelope
 
+import "sync/atomic"
+
 // Rows and []any slices of one record are carved from shared chunks to
 // save allocations. Scalars are boxed the ordinary way: an earlier version
 // built interface values by hand with unsafe to avoid boxing allocations,
@@ -19,6 +21,9 @@ const chunk = 32
 type boxes struct {
 	vals []any
 	rows []Row
+	// nvals and nrows count what the chunks handed out (values of at most
+	// chunk), so a schemaless record can size the next one's (plainHint).
+	nvals, nrows int
 }
 
 func (b *boxes) int64(v int64) any { return v }
@@ -39,6 +44,7 @@ func (b *boxes) values(n int) []any {
 	if n > chunk {
 		return make([]any, n)
 	}
+	b.nvals += n
 	if cap(b.vals)-len(b.vals) < n {
 		b.vals = make([]any, 0, 2*chunk)
 	}
@@ -60,9 +66,34 @@ func (b *boxes) presize(vals, rows int) {
 }
 
 func (b *boxes) row() *Row {
+	b.nrows++
 	if len(b.rows) == cap(b.rows) {
 		b.rows = make([]Row, 0, 4)
 	}
 	b.rows = append(b.rows, Row{})
 	return &b.rows[len(b.rows)-1]
+}
+
+// plainHint is the size of the last schemaless record decoded on one side
+// (key or value), to start the next one's chunks at that size: a fixed
+// first chunk wasted most of itself on a one-field key and split a wide
+// value in two (2 KB of values per 1 KB record; bench/README.md, *Decoded
+// value chunks*). Records of one topic mostly have one shape; a wrong hint
+// costs at most a chunk, as before.
+type plainHint struct{ v atomic.Uint64 }
+
+func (h *plainHint) presize(b *boxes) {
+	if x := h.v.Load(); x != 0 {
+		// a little room: arrays and optional blocks vary in length, and
+		// overflowing costs a whole chunk
+		v, r := int(x>>32), int(uint32(x))
+		b.presize(v+v/8+2, r+1)
+	}
+}
+
+func (h *plainHint) record(b *boxes) {
+	x := uint64(min(b.nvals, 1024))<<32 | uint64(min(b.nrows, 64))
+	if h.v.Load() != x {
+		h.v.Store(x)
+	}
 }

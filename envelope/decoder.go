@@ -51,6 +51,7 @@ type Decoder struct {
 	hints  *hints
 	acache *avroCache
 	names  *interner
+	plain  [2]plainHint // schemaless record sizes: key, value
 }
 
 // NewDecoder returns a Decoder for opts.
@@ -173,10 +174,16 @@ func (d *Decoder) decodeJSON(topic, which string, b []byte) (side, error) {
 		// object schemaless in one pass; only if it turns out to have both
 		// keys after all, decode it again as schema'd.
 		s.pos, s.arena = 0, make([]byte, 0, len(b))
+		hint := &d.plain[1]
+		if s.inKey {
+			hint = &d.plain[0]
+		}
+		hint.presize(&s.bx)
 		r, e := s.anyObject()
 		if e != nil {
 			return side{}, jsonErr(which, e)
 		}
+		hint.record(&s.bx)
 		if s.peek() != 0 {
 			return side{}, jsonErr(which, s.syntax("end of input"))
 		}

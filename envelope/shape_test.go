@@ -3,6 +3,7 @@ package envelope
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -107,5 +108,82 @@ func TestSchemalessShapePrediction(t *testing.T) {
 	}
 	if n := d.names.relearn.Load(); n != maxRelearn {
 		t.Errorf("relearned %d times, want the budget %d to be used up", n, maxRelearn)
+	}
+}
+
+// TestSchemalessSizeHint: a decoder sizes a schemaless record's chunks by
+// the previous record of the same side; whatever the previous record was
+// (narrower, wider, nested deeper, over a chunk, empty), each record
+// decodes exactly as on a fresh decoder, and the hint it leaves is the
+// record's own count of values and rows.
+func TestSchemalessSizeHint(t *testing.T) {
+	wide := func(n int) string {
+		var b strings.Builder
+		for i := range n {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `"c%d":%d`, i, i)
+		}
+		return b.String()
+	}
+	values := []string{
+		`{"op":"c","after":{"id":1}}`,
+		`{"op":"u","before":{"id":1,"tags":[1,2,3]},"after":{"id":1,"tags":[1,2,3,4,5,6,7,8,9,10],"o":{"p":{"q":[{"r":1},{"s":[2,3]}]}}},"source":{"lsn":5,"ts_ms":7}}`,
+		`{"op":"c","after":{` + wide(40) + `}}`,
+		`{"op":"c","after":{` + wide(1500) + `},"source":{"lsn":9}}`,
+		`{"op":"c","after":{}}`,
+		`{"op":"c","after":{"id":2,"tags":[]}}`,
+	}
+	keys := []string{`{"id":1}`, `{"id":1,"k2":"x","k3":{"n":[1,2]}}`, `{}`}
+	count := func(v any) (vals, rows int) {
+		var walk func(any)
+		walk = func(v any) {
+			switch x := v.(type) {
+			case *Row:
+				rows++
+				if len(x.Values) <= chunk {
+					vals += len(x.Values)
+				}
+				for _, e := range x.Values {
+					walk(e)
+				}
+			case []any:
+				if len(x) <= chunk {
+					vals += len(x)
+				}
+				for _, e := range x {
+					walk(e)
+				}
+			}
+		}
+		walk(v)
+		return vals, rows
+	}
+	ctx := context.Background()
+	for _, order := range [][]int{{0, 1, 2, 3, 4, 5}, {5, 4, 3, 2, 1, 0}, {3, 0, 3, 1, 1, 2, 4, 2}} {
+		d := NewDecoder(Options{})
+		var hint [2]uint64 // an empty object leaves the hint alone
+		for i, vi := range order {
+			rec := &source.Record{Topic: "t", Key: []byte(keys[i%len(keys)]), Value: []byte(values[vi])}
+			got, want := mustDecode(t, d, rec), mustDecode(t, NewDecoder(Options{}), rec)
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("order %v, record %d: decoded %+v, a fresh decoder %+v", order, i, got, want)
+			}
+			for side, b := range map[int][]byte{0: rec.Key, 1: rec.Value} {
+				which := [2]string{"key", "value"}[side]
+				sd, err := d.decodeSide(ctx, "t", which, b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if vals, rows := count(sd.row); string(b) != "{}" {
+					hint[side] = uint64(min(vals, 1024))<<32 | uint64(min(rows, 64))
+				}
+				if h := d.plain[side].v.Load(); h != hint[side] {
+					t.Errorf("order %v, record %d, %s: hint %d values %d rows, want %d and %d",
+						order, i, which, h>>32, uint32(h), hint[side]>>32, uint32(hint[side]))
+				}
+			}
+		}
 	}
 }

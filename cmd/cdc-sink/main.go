@@ -80,6 +80,13 @@ func main() {
 	}
 	code := realMain(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
+	// CDC_SINK_MEMPROFILE=FILE: the allocation profile of the whole command,
+	// written when it ends (go tool pprof -sample_index=alloc_space).
+	if f := os.Getenv("CDC_SINK_MEMPROFILE"); f != "" {
+		if err := writeAllocProfile(f); err != nil {
+			fmt.Fprintf(os.Stderr, "cdc-sink: CDC_SINK_MEMPROFILE: %v\n", err)
+		}
+	}
 	if code != 0 {
 		os.Exit(code)
 	}
@@ -95,6 +102,18 @@ func startCPUProfile(file string) (func(), error) {
 		return nil, err
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+func writeAllocProfile(file string) error {
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 func realMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
