@@ -76,6 +76,11 @@ func (t *Table) write(ctx context.Context, finals []*finalState, batchID int64, 
 	hide := map[int32][]uint64{}
 	rows := make([][]any, len(finals))
 	now := t.opts.Now()
+	rc := t.rowConsts(batchID, now)
+	// the rows' cells in one allocation: a slice per row was a million
+	// small scanned objects per 1M-row bootstrap
+	width := len(st.schema.Fields)
+	cells := make([]any, len(finals)*width)
 	for i, f := range finals {
 		old, had := st.index.Get(f.Key)
 		switch {
@@ -89,8 +94,8 @@ func (t *Table) write(ctx context.Context, finals []*finalState, batchID int64, 
 		if had {
 			hide[old.file] = append(hide[old.file], uint64(old.row))
 		}
-		row, err := t.tableRow(f, batchID, now)
-		if err != nil {
+		row := cells[i*width : (i+1)*width : (i+1)*width]
+		if err := t.tableRow(f, row, rc); err != nil {
 			return nil, err
 		}
 		rows[i] = row
@@ -208,15 +213,40 @@ func (t *Table) fileGroups(finals []*finalState) []fileGroup {
 	return out
 }
 
-// tableRow lays one final state out in table column order.
-func (t *Table) tableRow(f *finalState, batchID int64, now interface{ UnixMicro() int64 }) ([]any, error) {
+// rowConsts are what every row of one batch shares, boxed once: boxing
+// them per row was an allocation per value.
+type rowConsts struct {
+	batchID, now any
+	keyIdx       []int // table position of each key column, -1 if absent
+	topic        string
+	topicBox     any // topic boxed, for the last topic seen
+}
+
+func (t *Table) rowConsts(batchID int64, now interface{ UnixMicro() int64 }) *rowConsts {
+	rc := &rowConsts{batchID: batchID, now: now.UnixMicro(), keyIdx: make([]int, len(t.st.keyCols))}
+	for i, name := range t.st.keyCols {
+		rc.keyIdx[i] = fieldIndex(t.st.schema, name)
+	}
+	return rc
+}
+
+// opBox holds each op letter boxed (a one-byte string).
+var opBox = func() (b [256]any) {
+	for i := range b {
+		b[i] = string([]byte{byte(i)})
+	}
+	return b
+}()
+
+// tableRow lays one final state out in table column order, into row (of
+// the table's width, all nil).
+func (t *Table) tableRow(f *finalState, row []any, rc *rowConsts) error {
 	st := t.st
-	row := make([]any, len(st.schema.Fields))
 	c := f.Change
 	if f.Row != nil && c.Schema != nil {
 		m := t.mapping(c.Schema)
 		if m.err != nil {
-			return nil, m.err
+			return m.err
 		}
 		for i, v := range f.Row {
 			if normalize.IsUnavailable(v) {
@@ -230,15 +260,14 @@ func (t *Table) tableRow(f *finalState, batchID int64, now interface{ UnixMicro(
 			if cs := m.castAt(i); cs != nil {
 				cv, err := normalize.Cast(v, cs.from, cs.to)
 				if err != nil {
-					return nil, fmt.Errorf("key %v column %s: %w", c.Key, c.Schema.Columns[i].Name, err)
+					return fmt.Errorf("key %v column %s: %w", c.Key, c.Schema.Columns[i].Name, err)
 				}
 				v = cv
 			}
 			row[m.idx[i]] = v
 		}
 	}
-	for i, name := range st.keyCols {
-		j := fieldIndex(st.schema, name)
+	for i, j := range rc.keyIdx {
 		if j >= 0 && i < len(c.Key) {
 			row[j] = c.Key[i]
 		}
@@ -246,18 +275,21 @@ func (t *Table) tableRow(f *finalState, batchID int64, now interface{ UnixMicro(
 	mi := &st.metaIdx
 	row[mi[0]] = f.Deleted
 	row[mi[1]] = c.Version.String()
-	row[mi[2]] = string([]byte{f.Op})
+	row[mi[2]] = opBox[f.Op]
 	if c.SourceTsMicros != 0 {
 		row[mi[3]] = c.SourceTsMicros
 	}
-	row[mi[4]] = batchID
-	row[mi[5]] = now.UnixMicro()
+	row[mi[4]] = rc.batchID
+	row[mi[5]] = rc.now
 	if c.Coord.Topic != "" {
-		row[mi[6]] = c.Coord.Topic
+		if rc.topicBox == nil || c.Coord.Topic != rc.topic {
+			rc.topic, rc.topicBox = c.Coord.Topic, c.Coord.Topic
+		}
+		row[mi[6]] = rc.topicBox
 		row[mi[7]] = c.Coord.Partition
 		row[mi[8]] = c.Coord.Offset
 	}
-	return row, nil
+	return nil
 }
 
 func buildRecord(sc *arrow.Schema, rows [][]any) (arrow.RecordBatch, error) {
