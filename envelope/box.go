@@ -82,6 +82,7 @@ func (b *boxes) row() *Row {
 // costs at most a chunk, as before.
 type plainHint struct{ v atomic.Uint64 }
 
+// presize starts b's chunks at the hinted size.
 func (h *plainHint) presize(b *boxes) {
 	if x := h.v.Load(); x != 0 {
 		// a little room: arrays and optional blocks vary in length, and
@@ -91,6 +92,9 @@ func (h *plainHint) presize(b *boxes) {
 	}
 }
 
+// record keeps b's counts as the hint. It loads before it stores: the
+// decode workers share the hint, and rewriting an unchanged one would bounce
+// its cache line between the cores on every record.
 func (h *plainHint) record(b *boxes) {
 	x := uint64(min(b.nvals, 1024))<<32 | uint64(min(b.nrows, 64))
 	if h.v.Load() != x {
