@@ -20,6 +20,11 @@ type storedKey struct {
 	Exists  bool
 	Deleted bool
 	Version versioning.Version
+	// Loc and Ent: where the stored row is and its index entry (keyIndex
+	// Lookup), so that writing the batch and indexing its new rows do not
+	// probe the index for the key again.
+	Loc loc
+	Ent uint32
 }
 
 // foldOutcome says what folding decided for one incoming change.
@@ -55,6 +60,10 @@ type finalState struct {
 	// the change's own partition is not it: a truncate's tombstone stays
 	// in the partition of the row it replaces.
 	Part string
+	// Stored is what the index held for Key when the batch was folded;
+	// Looked says it was looked up (a truncate's tombstones are not).
+	Stored storedKey
+	Looked bool
 }
 
 // foldResult is the result of folding one batch for one table.
@@ -72,8 +81,9 @@ type foldResult struct {
 // reorders by arrival: only the version decides (ties keep the first seen).
 //
 // Truncates apply to every stored and earlier-in-batch row with a lower
-// version; changes newer than the truncate survive it.
-func foldBatch(changes []*normalize.Change, stored func(key string) storedKey) *foldResult {
+// version; changes newer than the truncate survive it. stored is asked
+// once, for every key of the batch (first seen first).
+func foldBatch(changes []*normalize.Change, stored func(keys []string) []storedKey) *foldResult {
 	f := &foldResult{Outcomes: make([]foldOutcome, len(changes))}
 	type group struct {
 		key string
@@ -108,11 +118,16 @@ func foldBatch(changes []*normalize.Change, stored func(key string) storedKey) *
 	}
 	beforeDelete := map[string]map[versioning.Version]imageAt{}
 	movedFrom := map[string]*normalize.Change{}
-	for _, g := range order {
+	keys := make([]string, len(order))
+	for i, g := range order {
+		keys[i] = g.key
+	}
+	sts := stored(keys)
+	for gi, g := range order {
 		slices.SortStableFunc(g.idx, func(a, b int) int {
 			return changes[a].Version.Compare(changes[b].Version)
 		})
-		st := stored(g.key)
+		st := sts[gi]
 		var (
 			cur       *normalize.Change // current in-batch winner
 			curRow    []any
@@ -188,7 +203,8 @@ func foldBatch(changes []*normalize.Change, stored func(key string) storedKey) *
 			}
 		}
 		if cur != nil {
-			fin := &finalState{Key: g.key, Change: cur, Row: curRow, Deleted: cur.Op == normalize.OpDelete, Op: opLetter(cur)}
+			fin := &finalState{Key: g.key, Change: cur, Row: curRow, Deleted: cur.Op == normalize.OpDelete, Op: opLetter(cur),
+				Stored: st, Looked: true}
 			for _, v := range curRow {
 				if normalize.IsUnavailable(v) {
 					fin.NeedStored = true

@@ -45,7 +45,18 @@ func finalsByKey(f *foldResult) map[string]*finalState {
 	return m
 }
 
-func noneStored(string) storedKey { return storedKey{} }
+func noneStored(keys []string) []storedKey { return make([]storedKey, len(keys)) }
+
+// perKey is foldBatch's stored from a function of one key.
+func perKey(fn func(string) storedKey) func([]string) []storedKey {
+	return func(keys []string) []storedKey {
+		out := make([]storedKey, len(keys))
+		for i, k := range keys {
+			out[i] = fn(k)
+		}
+		return out
+	}
+}
 
 // The background article's lab (section 31): 101 ENVIADO, 103 CRIADO, 102 deleted,
 // and the redelivered old event of 101 is a duplicate of version 2, below version 3.
@@ -114,7 +125,7 @@ func TestFoldAgainstStored(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := foldBatch(tc.in, func(string) storedKey { return tc.stored })
+			f := foldBatch(tc.in, perKey(func(string) storedKey { return tc.stored }))
 			if (len(f.Finals) == 1) != tc.wantFinal {
 				t.Fatalf("finals=%d want final=%v", len(f.Finals), tc.wantFinal)
 			}
@@ -148,7 +159,7 @@ func TestFoldToastFilledFromEarlierInBatch(t *testing.T) {
 		t.Fatal("input change was modified")
 	}
 	// Without an earlier image the stored row must supply it.
-	f = foldBatch([]*normalize.Change{b}, func(string) storedKey { return storedKey{Exists: true, Version: v(1)} })
+	f = foldBatch([]*normalize.Change{b}, perKey(func(string) storedKey { return storedKey{Exists: true, Version: v(1)} }))
 	if !f.Finals[0].NeedStored {
 		t.Fatal("NeedStored not set")
 	}
@@ -157,7 +168,7 @@ func TestFoldToastFilledFromEarlierInBatch(t *testing.T) {
 func TestFoldTruncate(t *testing.T) {
 	tr := &normalize.Change{Op: normalize.OpTruncate, SourceOp: 't', Version: v(50)}
 	in := []*normalize.Change{ch(1, 'u', "before", "1.00", v(40)), tr, ch(2, 'u', "after", "1.00", v(60))}
-	f := foldBatch(in, func(k string) storedKey { return storedKey{Exists: true, Version: v(30)} })
+	f := foldBatch(in, perKey(func(k string) storedKey { return storedKey{Exists: true, Version: v(30)} }))
 	if f.Truncate != tr {
 		t.Fatal("truncate not recorded")
 	}

@@ -154,6 +154,28 @@ func randLoc(r *rand.Rand) loc {
 }
 
 // checkIndex compares every key of want, some absent keys, All and Locs.
+// checkLookup checks Lookup of keys against want, and that each entry it
+// returns holds its key.
+func checkLookup(t testing.TB, x *keyIndex, keys []string, want map[string]loc) []uint32 {
+	t.Helper()
+	ent := make([]uint32, len(keys))
+	locs := make([]loc, len(keys))
+	for i := range ent {
+		ent[i], locs[i] = 7, loc{row: 3} // overwritten, also for absent keys
+	}
+	x.Lookup(keys, ent, locs)
+	for i, k := range keys {
+		w, in := want[k]
+		if (ent[i] != 0) != in || locs[i] != w {
+			t.Fatalf("Lookup(%x) = entry %d %+v, want %+v %v", k, ent[i], locs[i], w, in)
+		}
+		if in && !x.is(x.ents.at(int(ent[i])-1), k) {
+			t.Fatalf("Lookup(%x) = entry %d, which holds another key", k, ent[i])
+		}
+	}
+	return ent
+}
+
 func checkIndex(t testing.TB, x *keyIndex, want map[string]loc, absent []string) {
 	t.Helper()
 	if x.Len() != len(want) {
@@ -178,6 +200,14 @@ func checkIndex(t testing.TB, x *keyIndex, want map[string]loc, absent []string)
 			t.Fatalf("GetBytes(%x) found an absent key: %+v", k, got)
 		}
 	}
+	// Lookup of every key, present and absent, in one call (several
+	// groups of lookupBatch) agrees with Get
+	var all []string
+	for k := range want {
+		all = append(all, k)
+	}
+	all = append(all, absent...)
+	checkLookup(t, x, all, want)
 	n := 0
 	for k, l := range x.All() {
 		if w, ok := want[k]; !ok || w != l {
@@ -276,7 +306,31 @@ func TestKeyIndexModel(t *testing.T) {
 			rehashes, cap0 := 0, 0
 			for i := range c.ops {
 				k := keys[r.IntN(len(keys))]
-				switch r.IntN(6) {
+				switch r.IntN(7) {
+				case 6:
+					// Lookup of a few present and absent keys, then SetAt
+					// with what it returned, with a wrong entry, or with
+					// none: all three store like Set
+					ks := []string{k, absent[r.IntN(len(absent))]}
+					for range r.IntN(2 * lookupBatch) {
+						ks = append(ks, keys[r.IntN(len(keys))])
+					}
+					ent := checkLookup(t, x, ks, want)
+					j := r.IntN(len(ks))
+					if j == 1 {
+						j = 0 // absent keys stay absent
+					}
+					e := ent[j]
+					switch r.IntN(3) {
+					case 0:
+						e = uint32(r.IntN(x.Len() + 2))
+					case 1:
+						e = 0
+					}
+					l := randLoc(r)
+					x.SetAt(e, ks[j], l)
+					want[ks[j]] = l
+					continue
 				case 4:
 					l := randLoc(r)
 					w, in := want[k]
@@ -400,6 +454,9 @@ func fuzzKeyIndex(t *testing.T, data []byte) {
 				got, ok := x.GetBytes([]byte(k))
 				if w, in := want[k]; ok != in || got != w {
 					t.Fatalf("GetBytes(%x) = %+v %v, want %+v %v", k, got, ok, w, in)
+				}
+				if op&0x40 != 0 { // the batch path on every key so far
+					checkLookup(t, x, seen, want)
 				}
 			}
 		}

@@ -215,10 +215,10 @@ func TestModelFoldThousands(t *testing.T) {
 				cs = append(cs, e.change())
 			}
 			deliv = deliv[n:]
-			f := foldBatch(cs, func(k string) storedKey {
+			f := foldBatch(cs, perKey(func(k string) storedKey {
 				r, ok := store[k]
 				return storedKey{Exists: ok, Deleted: r.deleted, Version: r.ver}
-			})
+			}))
 			if len(f.Conflicts) > 0 {
 				t.Fatalf("case %d: conflicts %v", c, f.Conflicts)
 			}

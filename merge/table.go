@@ -676,13 +676,7 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 	if err := t.resolveKeys(ctx, usable); err != nil {
 		return nil, err
 	}
-	folded := foldBatch(usable, func(k string) storedKey {
-		l, ok := t.st.index.Get(k)
-		if !ok {
-			return storedKey{}
-		}
-		return storedKey{Exists: true, Deleted: l.deleted, Version: l.ver}
-	})
+	folded := foldBatch(usable, t.storedKeys)
 	for _, ci := range folded.Conflicts {
 		c := usable[ci]
 		rejects = append(rejects, Reject{Index: usableIdx[ci], Reason: quarantine.VersionConflict,
@@ -890,6 +884,20 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 
 func ptr[T any](v T) *T { return &v }
 
+// storedKeys is what the index holds for keys (foldBatch's stored).
+func (t *Table) storedKeys(keys []string) []storedKey {
+	ent := make([]uint32, len(keys))
+	locs := make([]loc, len(keys))
+	t.st.index.Lookup(keys, ent, locs)
+	out := make([]storedKey, len(keys))
+	for i, l := range locs {
+		if ent[i] != 0 {
+			out[i] = storedKey{Exists: true, Deleted: l.deleted, Version: l.ver, Loc: l, Ent: ent[i]}
+		}
+	}
+	return out
+}
+
 // mergeTracker is the versioning state after a batch: the table's state,
 // with the partitions this batch covers replaced by the batch's. Another
 // instance owns the other partitions; their state must not be replaced by
@@ -972,7 +980,7 @@ func (t *Table) afterCommit(v int64, p *plan, b *Batch, batchID int64) {
 		// the batch's partitions were adopted (resolveKeys): its files are indexed
 		st.files = append(st.files, &fileState{add: nf.add, rows: nf.rows, live: nf.rows, part: filePartition(nf.add), indexed: true})
 		for i, k := range nf.keys {
-			st.index.Set(k, loc{file: id, row: int32(i), ver: nf.versions[i], deleted: nf.deleted[i]})
+			st.index.SetAt(nf.ents[i], k, loc{file: id, row: int32(i), ver: nf.versions[i], deleted: nf.deleted[i]})
 		}
 	}
 }

@@ -48,6 +48,7 @@ type newFile struct {
 	add      *delta.Add
 	rows     int64
 	keys     []string
+	ents     []uint32 // each key's index entry when the batch was folded (0: none; keyIndex.SetAt)
 	versions []versioning.Version
 	deleted  []bool
 }
@@ -82,7 +83,10 @@ func (t *Table) write(ctx context.Context, finals []*finalState, batchID int64, 
 	width := len(st.schema.Fields)
 	cells := make([]any, len(finals)*width)
 	for i, f := range finals {
-		old, had := st.index.Get(f.Key)
+		old, had := f.Stored.Loc, f.Stored.Exists
+		if !f.Looked {
+			old, had = st.index.Get(f.Key)
+		}
 		switch {
 		case f.Deleted:
 			res.Deleted++
@@ -112,9 +116,11 @@ func (t *Table) write(ctx context.Context, finals []*finalState, batchID int64, 
 		nf.keys = make([]string, 0, len(g.rows))
 		nf.versions = make([]versioning.Version, 0, len(g.rows))
 		nf.deleted = make([]bool, 0, len(g.rows))
+		nf.ents = make([]uint32, 0, len(g.rows))
 		for _, i := range g.rows {
 			f := finals[i]
 			nf.keys = append(nf.keys, f.Key)
+			nf.ents = append(nf.ents, f.Stored.Ent)
 			nf.versions = append(nf.versions, f.Change.Version)
 			nf.deleted = append(nf.deleted, f.Deleted)
 		}
