@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/RoaringBitmap/roaring/v2/roaring64"
@@ -156,8 +157,112 @@ func (t *Table) ReplaceDeletionVector(ctx context.Context, add Add, bm *roaring6
 	return na, rm, size, nil
 }
 
+// ReplaceDeletionVectors is ReplaceDeletionVector for many files at once:
+// bms[i] for adds[i], all in one DV file (or a few, past MaxDVFileBytes),
+// so a batch that hides rows in many files stores one object instead of
+// one per file (a put each: on local disk 25 file syncs per 10k-change
+// batch at 10M rows, on an object store as many requests). It returns the
+// pairs in the order of adds and the bytes written.
+func (t *Table) ReplaceDeletionVectors(ctx context.Context, adds []Add, bms []*roaring64.Bitmap, now time.Time) ([]Add, []Remove, int64, error) {
+	if len(adds) != len(bms) {
+		return nil, nil, 0, fmt.Errorf("replace deletion vectors: %d files, %d bitmaps", len(adds), len(bms))
+	}
+	nas := make([]Add, len(adds))
+	rms := make([]Remove, len(adds))
+	var written int64
+	for lo := 0; lo < len(bms); {
+		// a file of at most MaxDVFileBytes (estimated from the serialized
+		// sizes; one bitmap larger than that gets a file of its own)
+		hi, size := lo+1, bms[lo].GetSerializedSizeInBytes()
+		for hi < len(bms) && size+bms[hi].GetSerializedSizeInBytes() <= MaxDVFileBytes {
+			size += bms[hi].GetSerializedSizeInBytes()
+			hi++
+		}
+		data, descs, err := dv.WriteMany(bms[lo:hi])
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("write deletion vectors: %w", err)
+		}
+		rel, err := descs[0].RelativePath()
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		if err := t.store.PutIfAbsent(ctx, t.Key(rel), data); err != nil {
+			return nil, nil, 0, fmt.Errorf("write deletion vectors %s: %w", rel, err)
+		}
+		written += int64(len(data))
+		for i := lo; i < hi; i++ {
+			d := descs[i-lo]
+			rms[i] = RemoveFile(adds[i], now)
+			nas[i] = adds[i]
+			nas[i].DeletionVector = &d
+			nas[i].DataChange = true
+			nas[i].Stats = strings.Replace(adds[i].Stats, `"tightBounds":true`, `"tightBounds":false`, 1)
+		}
+		lo = hi
+	}
+	return nas, rms, written, nil
+}
+
+// MaxDVFileBytes is the size past which ReplaceDeletionVectors starts
+// another DV file: readers fetch a shared file whole (dvCache), so it
+// stays far below the format's 2 GiB and within what the cache keeps.
+const MaxDVFileBytes = 8 << 20
+
 // ReadDeletionVector loads the deleted-row bitmap of an add (empty when none).
 func (t *Table) ReadDeletionVector(ctx context.Context, d *DeletionVector) (*roaring64.Bitmap, error) {
-	fsys := dv.FSFunc(func(ctx context.Context, key string) ([]byte, error) { return t.store.Get(ctx, key) })
-	return dv.Read(ctx, fsys, t.path, d)
+	return dv.Read(ctx, t.dvFS(), t.path, d)
+}
+
+// dvFS reads DV files through the table's cache.
+func (t *Table) dvFS() dv.FS {
+	return dv.FSFunc(func(ctx context.Context, key string) ([]byte, error) {
+		if b, ok := t.dvs.get(key); ok {
+			return b, nil
+		}
+		b, err := t.store.Get(ctx, key)
+		if err == nil {
+			t.dvs.put(key, b)
+		}
+		return b, err
+	})
+}
+
+// dvCache keeps recently read DV files. One file holds the DVs of every
+// data file one batch touched (ReplaceDeletionVectors): loading a table
+// reads each of them, and without the cache would fetch the same object
+// once per data file. DV files never change (new name for every write),
+// so an entry is never stale; the cache holds at most dvCacheBytes.
+type dvCache struct {
+	mu    sync.Mutex
+	files map[string][]byte
+	bytes int
+}
+
+const dvCacheBytes = 32 << 20
+
+func (c *dvCache) get(key string) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, ok := c.files[key]
+	return b, ok
+}
+
+func (c *dvCache) put(key string, b []byte) {
+	if len(b) > dvCacheBytes/2 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.bytes+len(b) > dvCacheBytes {
+		// dropped whole: the files a load reads together were written
+		// together, so the ones just read are the ones still wanted
+		c.files, c.bytes = nil, 0
+	}
+	if c.files == nil {
+		c.files = map[string][]byte{}
+	}
+	if _, ok := c.files[key]; !ok {
+		c.files[key] = b
+		c.bytes += len(b)
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -213,6 +214,38 @@ func TestEndToEndRowsWithDVsReadByDeltaRS(t *testing.T) {
 	if len(rows) != 4 { // 9 rows - 3 (removed file) - 2 (DV)
 		t.Fatalf("our scan: %d rows: %v", len(rows), rows)
 	}
+	// DV #3: row 0 of both files left, their DVs in one new DV file
+	// (ReplaceDeletionVectors), each at its own offset
+	var adds []Add
+	var bms []*roaring64.Bitmap
+	for _, f := range s.Files() {
+		bm, err := tb.ReadDeletionVector(ctx, f.DeletionVector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bm.Add(0)
+		adds, bms = append(adds, f), append(bms, bm)
+	}
+	nas, rms, n, err := tb.ReplaceDeletionVectors(ctx, adds, bms, time.Now())
+	if err != nil || len(nas) != 2 || n <= 0 {
+		t.Fatalf("ReplaceDeletionVectors: %d adds, %d bytes, %v", len(nas), n, err)
+	}
+	if a, b := nas[0].DeletionVector, nas[1].DeletionVector; a.PathOrInlineDv != b.PathOrInlineDv || *a.Offset == *b.Offset {
+		t.Fatalf("not one file at two offsets: %+v %+v", a, b)
+	}
+	tx = s.Begin()
+	for i := range nas {
+		tx.Remove(rms[i]).Add(nas[i])
+	}
+	commit(t, tx.SetAppTransaction("sink", 4))
+	s = snap(t, tb)
+	cols, rows, err = scanRows(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 {
+		t.Fatalf("our scan after the shared DV file: %d rows: %v", len(rows), rows)
+	}
 	r := runDeltaRS(t, []string{dir}, []string{"sink"}, "--rows")[dir]
 	if !r.OK || r.Rows == nil {
 		t.Fatalf("delta-rs: %s %s", r.Error, r.RowsError)
@@ -225,4 +258,94 @@ func TestEndToEndRowsWithDVsReadByDeltaRS(t *testing.T) {
 		t.Fatalf("rows differ:\n ours %q\n delta-rs %q", a, b)
 	}
 	t.Logf("delta-rs reads our data files + DVs + checkpoint: %d rows identical: %q", len(a), a)
+}
+
+// ReplaceDeletionVectors starts another DV file past MaxDVFileBytes, and
+// every DV reads back from the file it landed in.
+func TestReplaceDeletionVectorsSplitsFiles(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	tb := OpenTable(NewLocalStorage(dir), "")
+	// every other row of 40M: bitmap containers of 8 KB, ≈ 5 MiB each
+	big := roaring64.New()
+	for i := uint64(0); i < 40<<20; i += 2 {
+		big.Add(i)
+	}
+	bms := []*roaring64.Bitmap{big, roaring64.BitmapOf(1), big.Clone(), big.Clone(), roaring64.BitmapOf(3)}
+	adds := make([]Add, len(bms))
+	for i := range adds {
+		adds[i] = Add{Path: fmt.Sprintf("f%d.parquet", i), Stats: `{"numRecords":1,"tightBounds":true}`}
+	}
+	nas, rms, n, err := tb.ReplaceDeletionVectors(ctx, adds, bms, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]bool{}
+	for i, a := range nas {
+		files[a.DeletionVector.PathOrInlineDv] = true
+		if rms[i].Path != adds[i].Path || a.Path != adds[i].Path || a.Stats != `{"numRecords":1,"tightBounds":false}` {
+			t.Fatalf("pair %d: %+v %+v", i, a, rms[i])
+		}
+		got, err := tb.ReadDeletionVector(ctx, a.DeletionVector)
+		if err != nil || !got.Equals(bms[i]) {
+			t.Fatalf("DV %d: %d values, %v", i, got.GetCardinality(), err)
+		}
+	}
+	// [big, 1], [big], [big, 3]: 3 files
+	if len(files) != 3 {
+		t.Fatalf("%d DV files, want 3", len(files))
+	}
+	var onDisk int64
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		fi, _ := e.Info()
+		onDisk += fi.Size()
+	}
+	if len(ents) != 3 || onDisk != n {
+		t.Fatalf("%d files of %d bytes on disk, %d reported", len(ents), onDisk, n)
+	}
+}
+
+// countGets counts Get calls per key.
+type countGets struct {
+	Storage
+	mu   sync.Mutex
+	gets map[string]int
+}
+
+func (c *countGets) Get(ctx context.Context, key string) ([]byte, error) {
+	c.mu.Lock()
+	c.gets[key]++
+	c.mu.Unlock()
+	return c.Storage.Get(ctx, key)
+}
+
+// The DVs of one shared file are read with one Get (the table's DV cache),
+// and a new handle reads the file again.
+func TestSharedDVFileReadOnce(t *testing.T) {
+	ctx := context.Background()
+	store := &countGets{Storage: NewMemStorage(), gets: map[string]int{}}
+	tb := OpenTable(store, "t")
+	var adds []Add
+	var bms []*roaring64.Bitmap
+	for i := range 5 {
+		adds = append(adds, Add{Path: fmt.Sprintf("f%d.parquet", i)})
+		bms = append(bms, roaring64.BitmapOf(uint64(i), uint64(10+i)))
+	}
+	nas, _, _, err := tb.ReplaceDeletionVectors(ctx, adds, bms, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []*Table{tb, OpenTable(store, "t")} {
+		for i, a := range nas {
+			got, err := h.ReadDeletionVector(ctx, a.DeletionVector)
+			if err != nil || !got.Equals(bms[i]) {
+				t.Fatalf("DV %d: %v %v", i, got, err)
+			}
+		}
+	}
+	rel, _ := nas[0].DeletionVector.RelativePath()
+	if len(store.gets) != 1 || store.gets["t/"+rel] != 2 {
+		t.Fatalf("gets %v, want %s twice (once per handle)", store.gets, rel)
+	}
 }

@@ -49,7 +49,7 @@ func (s *Snapshot) Scan(ctx context.Context, opts ScanOptions) iter.Seq2[arrow.R
 		// Old files' stats of widened columns are not all bounds in the wide type.
 		opts.Filter = parquetio.StatsSafeFilter(opts.Filter, sch)
 		files := make([]parquetio.File, 0, len(s.files))
-		dvfs := dv.FSFunc(func(ctx context.Context, key string) ([]byte, error) { return s.table.store.Get(ctx, key) })
+		dvfs := s.table.dvFS()
 		for i := range s.files {
 			a := &s.files[i]
 			rel, ok := relPath(a.Path)

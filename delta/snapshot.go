@@ -20,6 +20,7 @@ import (
 type Table struct {
 	store Storage
 	path  string // slash path relative to the store root; "" = root
+	dvs   dvCache
 }
 
 // OpenTable returns a handle; it does not touch storage (Snapshot does).

@@ -415,6 +415,10 @@ func PurgeTombstones(ctx context.Context, dir string, opts PurgeOptions) (*Purge
 	tx := t.Snap.Begin()
 	cdf := t.Snap.ChangeDataFeedEnabled()
 	files := t.Snap.Files()
+	var (
+		adds []delta.Add
+		bms  []*roaring64.Bitmap
+	)
 	for i := range files {
 		a := &files[i]
 		var hide []uint64
@@ -454,20 +458,24 @@ func PurgeTombstones(ctx context.Context, dir string, opts PurgeOptions) (*Purge
 			bm.Or(old)
 		}
 		bm.AddMany(hide)
-		na, rm, _, err := t.Delta.ReplaceDeletionVector(ctx, *a, bm, now)
-		if err != nil {
-			return nil, fmt.Errorf("purge-tombstones: %s: %w", a.Path, err)
-		}
-		if cdf {
-			// Tombstones are not live rows: purging them changes no row of
-			// the feed (docs/history.md, Change Data Feed).
-			rm.DataChange, na.DataChange = false, false
-		}
-		tx.Remove(rm)
-		tx.Add(na)
+		adds, bms = append(adds, *a), append(bms, bm)
 	}
 	if res.Purged == 0 || opts.DryRun {
 		return res, nil
+	}
+	// the new DVs in one DV file
+	nas, rms, _, err := t.Delta.ReplaceDeletionVectors(ctx, adds, bms, now)
+	if err != nil {
+		return nil, fmt.Errorf("purge-tombstones: deletion vectors of %d files: %w", len(adds), err)
+	}
+	for i := range nas {
+		if cdf {
+			// Tombstones are not live rows: purging them changes no row of
+			// the feed (docs/history.md, Change Data Feed).
+			rms[i].DataChange, nas[i].DataChange = false, false
+		}
+		tx.Remove(rms[i])
+		tx.Add(nas[i])
 	}
 	v, err := tx.Commit(ctx, "DELETE", map[string]any{
 		"predicate": fmt.Sprintf(`["(%s AND (%s < '%s'))"]`, layout.ColDeleted, layout.ColIngestTs, cutoff.UTC().Format(time.RFC3339)),

@@ -277,14 +277,24 @@ func (o *deltaOps) writeData(ctx context.Context, sc *schema.StructType, rec arr
 	return &add, add.Size, nil
 }
 
-// withDV writes bm as a new deletion vector for the file of add and returns
-// the add/remove pair that swaps the file's old DV for the new one.
-func (o *deltaOps) withDV(ctx context.Context, add *delta.Add, bm *roaring64.Bitmap, now time.Time) (*delta.Add, *delta.Remove, int64, error) {
-	na, rm, n, err := o.tbl.ReplaceDeletionVector(ctx, *add, bm, now)
+// withDVs writes bms[i] as the new deletion vector of the file of adds[i],
+// all in one DV file, and returns the add/remove pairs that swap the files'
+// old DVs for the new ones.
+func (o *deltaOps) withDVs(ctx context.Context, adds []*delta.Add, bms []*roaring64.Bitmap, now time.Time) ([]*delta.Add, []*delta.Remove, int64, error) {
+	in := make([]delta.Add, len(adds))
+	for i, a := range adds {
+		in[i] = *a
+	}
+	nas, rms, n, err := o.tbl.ReplaceDeletionVectors(ctx, in, bms, now)
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	return &na, &rm, n, nil
+	outA := make([]*delta.Add, len(nas))
+	outR := make([]*delta.Remove, len(rms))
+	for i := range nas {
+		outA[i], outR[i] = &nas[i], &rms[i]
+	}
+	return outA, outR, n, nil
 }
 
 // writeChangeData writes rec (table columns + _change_type) as a change data

@@ -158,21 +158,29 @@ func (t *Table) write(ctx context.Context, finals []*finalState, batchID int64, 
 		fileIDs = append(fileIDs, id)
 	}
 	sort.Slice(fileIDs, func(i, j int) bool { return fileIDs[i] < fileIDs[j] })
-	for _, id := range fileIDs {
+	if len(fileIDs) == 0 {
+		return p, nil
+	}
+	adds := make([]*delta.Add, len(fileIDs))
+	bms := make([]*roaring64.Bitmap, len(fileIDs))
+	for i, id := range fileIDs {
 		fs := st.files[id]
 		bm := roaring64.New()
 		if fs.dv != nil {
 			bm.Or(fs.dv)
 		}
 		bm.AddMany(hide[id])
-		newAdd, rm, n, err := t.ops.withDV(ctx, fs.add, bm, now)
-		if err != nil {
-			return nil, fmt.Errorf("deletion vector for %s: %w", fs.add.Path, err)
-		}
-		res.BytesWritten += n
-		p.adds = append(p.adds, newAdd)
-		p.removes = append(p.removes, rm)
-		p.dvUpdates = append(p.dvUpdates, dvUpdate{file: id, add: newAdd, bitmap: bm})
+		adds[i], bms[i] = fs.add, bm
+	}
+	newAdds, rms, n, err := t.ops.withDVs(ctx, adds, bms, now)
+	if err != nil {
+		return nil, fmt.Errorf("deletion vectors for %d files: %w", len(adds), err)
+	}
+	res.BytesWritten += n
+	for i, id := range fileIDs {
+		p.adds = append(p.adds, newAdds[i])
+		p.removes = append(p.removes, rms[i])
+		p.dvUpdates = append(p.dvUpdates, dvUpdate{file: id, add: newAdds[i], bitmap: bms[i]})
 	}
 	return p, nil
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 
@@ -295,23 +296,50 @@ func EncodeFile(data []byte) []byte {
 // desc.AbsolutePath(tableRoot) (never overwriting an existing file) and puts
 // desc into the add action. bm is run-optimized in place.
 func Write(bm *roaring64.Bitmap) (fileBytes []byte, desc Descriptor, err error) {
-	data, err := SerializeBitmap(bm)
+	file, descs, err := WriteMany([]*roaring64.Bitmap{bm})
 	if err != nil {
 		return nil, Descriptor{}, err
 	}
-	if len(data) > MaxSize {
-		return nil, Descriptor{}, fmt.Errorf("deletion vector of %d bytes is too large", len(data))
-	}
+	return file, descs[0], nil
+}
+
+// MaxFileSize bounds the DV file WriteMany builds: offsets are int32.
+const MaxFileSize = math.MaxInt32
+
+// WriteMany serializes bms into one new DV file (storage type 'u', a random
+// UUID), each entry at its own offset, as Spark stores the DVs of one task:
+// a batch that touches many data files writes one object, not one per file.
+// descs[i] describes bms[i]. The bitmaps are run-optimized in place. A file
+// that would exceed MaxFileSize is refused: the caller splits bms.
+func WriteMany(bms []*roaring64.Bitmap) (fileBytes []byte, descs []Descriptor, err error) {
 	id := uuid.New()
-	one := int32(1)
-	desc = Descriptor{
-		StorageType:    StorageUUID,
-		PathOrInlineDv: Z85Encode(id[:]),
-		Offset:         &one,
-		SizeInBytes:    int32(len(data)),
-		Cardinality:    int64(bm.GetCardinality()),
+	path := Z85Encode(id[:])
+	out := []byte{FileVersion}
+	descs = make([]Descriptor, len(bms))
+	for i, bm := range bms {
+		data, err := SerializeBitmap(bm)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(data) > MaxSize {
+			return nil, nil, fmt.Errorf("deletion vector of %d bytes is too large", len(data))
+		}
+		if int64(len(out))+4+int64(len(data))+4 > MaxFileSize {
+			return nil, nil, fmt.Errorf("%d deletion vectors do not fit one file of at most %d bytes", len(bms), int64(MaxFileSize))
+		}
+		off := int32(len(out))
+		descs[i] = Descriptor{
+			StorageType:    StorageUUID,
+			PathOrInlineDv: path,
+			Offset:         &off,
+			SizeInBytes:    int32(len(data)),
+			Cardinality:    int64(bm.GetCardinality()),
+		}
+		out = binary.BigEndian.AppendUint32(out, uint32(len(data)))
+		out = append(out, data...)
+		out = binary.BigEndian.AppendUint32(out, crc32.ChecksumIEEE(data))
 	}
-	return EncodeFile(data), desc, nil
+	return out, descs, nil
 }
 
 // Inline returns an inline ('i') descriptor for bm. Delta readers accept
