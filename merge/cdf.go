@@ -34,8 +34,14 @@ import (
 func (t *Table) liveImages(ctx context.Context, finals []*finalState) (map[int][]any, error) {
 	st := t.st
 	byFile := map[int32][]int{}
+	locs := make([]loc, len(finals))
 	for i, f := range finals {
-		if l, ok := st.index.Get(f.Key); ok && !l.deleted {
+		l, ok := f.Stored.Loc, f.Stored.Exists
+		if !f.Looked {
+			l, ok = st.index.Get(f.Key)
+		}
+		if ok && !l.deleted {
+			locs[i] = l
 			byFile[l.file] = append(byFile[l.file], i)
 		}
 	}
@@ -43,8 +49,7 @@ func (t *Table) liveImages(ctx context.Context, finals []*finalState) (map[int][
 	for file, idx := range byFile {
 		rows := make([]int64, len(idx))
 		for j, i := range idx {
-			l, _ := st.index.Get(finals[i].Key)
-			rows[j] = int64(l.row)
+			rows[j] = int64(locs[i].row)
 		}
 		vals, err := t.ops.readRows(ctx, st, file, rows)
 		if err != nil {
