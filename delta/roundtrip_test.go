@@ -207,7 +207,7 @@ func TestEndToEndRowsWithDVsReadByDeltaRS(t *testing.T) {
 	if s.CheckpointVersion() != 3 {
 		t.Fatalf("expected checkpoint at v3, got %d", s.CheckpointVersion())
 	}
-	cols, rows, err := scanRows(ctx, s)
+	_, rows, err := scanRows(ctx, s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,7 +239,7 @@ func TestEndToEndRowsWithDVsReadByDeltaRS(t *testing.T) {
 	}
 	commit(t, tx.SetAppTransaction("sink", 4))
 	s = snap(t, tb)
-	cols, rows, err = scanRows(ctx, s)
+	cols, rows, err := scanRows(ctx, s)
 	if err != nil {
 		t.Fatal(err)
 	}
