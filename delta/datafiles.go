@@ -124,19 +124,50 @@ func (t *Table) WriteDeletionVector(ctx context.Context, bm *roaring64.Bitmap) (
 	return desc, err
 }
 
+// writeDV stores bm as a new DV file.
 func (t *Table) writeDV(ctx context.Context, bm *roaring64.Bitmap) (*DeletionVector, int64, error) {
-	data, desc, err := dv.Write(bm)
-	if err != nil {
-		return nil, 0, fmt.Errorf("write deletion vector: %w", err)
-	}
-	rel, err := desc.RelativePath()
+	descs, n, err := t.writeDVs(ctx, []*roaring64.Bitmap{bm})
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := t.store.PutIfAbsent(ctx, t.Key(rel), data); err != nil {
-		return nil, 0, fmt.Errorf("write deletion vector %s: %w", rel, err)
+	return &descs[0], n, nil
+}
+
+// writeDVs stores bms in one new DV file (a new file past MaxDVFileBytes;
+// a bitmap larger than that gets a file of its own) and returns their
+// descriptors, in order, and the bytes written. A batch that hides rows in
+// many data files stores one object instead of one per file: a put each
+// was 25 file syncs per 10k-change batch at 10M rows on local disk, and as
+// many requests on an object store.
+func (t *Table) writeDVs(ctx context.Context, bms []*roaring64.Bitmap) ([]DeletionVector, int64, error) {
+	descs := make([]DeletionVector, 0, len(bms))
+	var written int64
+	for lo := 0; lo < len(bms); {
+		hi, size := lo+1, bms[lo].GetSerializedSizeInBytes()
+		for hi < len(bms) {
+			next := bms[hi].GetSerializedSizeInBytes()
+			if size+next > MaxDVFileBytes {
+				break
+			}
+			size += next
+			hi++
+		}
+		data, ds, err := dv.WriteMany(bms[lo:hi])
+		if err != nil {
+			return nil, 0, fmt.Errorf("write deletion vectors: %w", err)
+		}
+		rel, err := ds[0].RelativePath()
+		if err != nil {
+			return nil, 0, err
+		}
+		if err := t.store.PutIfAbsent(ctx, t.Key(rel), data); err != nil {
+			return nil, 0, fmt.Errorf("write deletion vectors %s: %w", rel, err)
+		}
+		written += int64(len(data))
+		descs = append(descs, ds...)
+		lo = hi
 	}
-	return &desc, int64(len(data)), nil
+	return descs, written, nil
 }
 
 // ReplaceDeletionVector writes bm (which must include the rows already
@@ -145,60 +176,32 @@ func (t *Table) writeDV(ctx context.Context, bm *roaring64.Bitmap) (*DeletionVec
 // the DV file's size. The file's min/max still bound its live rows but are
 // no longer tight, so the stats say so (as Spark does).
 func (t *Table) ReplaceDeletionVector(ctx context.Context, add Add, bm *roaring64.Bitmap, now time.Time) (Add, Remove, int64, error) {
-	desc, size, err := t.writeDV(ctx, bm)
+	nas, rms, n, err := t.ReplaceDeletionVectors(ctx, []Add{add}, []*roaring64.Bitmap{bm}, now)
 	if err != nil {
 		return Add{}, Remove{}, 0, err
 	}
-	rm := RemoveFile(add, now)
-	na := add
-	na.DeletionVector = desc
-	na.DataChange = true
-	na.Stats = strings.Replace(add.Stats, `"tightBounds":true`, `"tightBounds":false`, 1)
-	return na, rm, size, nil
+	return nas[0], rms[0], n, nil
 }
 
 // ReplaceDeletionVectors is ReplaceDeletionVector for many files at once:
-// bms[i] for adds[i], all in one DV file (or a few, past MaxDVFileBytes),
-// so a batch that hides rows in many files stores one object instead of
-// one per file (a put each: on local disk 25 file syncs per 10k-change
-// batch at 10M rows, on an object store as many requests). It returns the
-// pairs in the order of adds and the bytes written.
+// bms[i] for adds[i], all in one DV file (writeDVs). It returns the pairs in
+// the order of adds and the bytes written.
 func (t *Table) ReplaceDeletionVectors(ctx context.Context, adds []Add, bms []*roaring64.Bitmap, now time.Time) ([]Add, []Remove, int64, error) {
 	if len(adds) != len(bms) {
 		return nil, nil, 0, fmt.Errorf("replace deletion vectors: %d files, %d bitmaps", len(adds), len(bms))
 	}
+	descs, written, err := t.writeDVs(ctx, bms)
+	if err != nil {
+		return nil, nil, 0, err
+	}
 	nas := make([]Add, len(adds))
 	rms := make([]Remove, len(adds))
-	var written int64
-	for lo := 0; lo < len(bms); {
-		// a file of at most MaxDVFileBytes (estimated from the serialized
-		// sizes; one bitmap larger than that gets a file of its own)
-		hi, size := lo+1, bms[lo].GetSerializedSizeInBytes()
-		for hi < len(bms) && size+bms[hi].GetSerializedSizeInBytes() <= MaxDVFileBytes {
-			size += bms[hi].GetSerializedSizeInBytes()
-			hi++
-		}
-		data, descs, err := dv.WriteMany(bms[lo:hi])
-		if err != nil {
-			return nil, nil, 0, fmt.Errorf("write deletion vectors: %w", err)
-		}
-		rel, err := descs[0].RelativePath()
-		if err != nil {
-			return nil, nil, 0, err
-		}
-		if err := t.store.PutIfAbsent(ctx, t.Key(rel), data); err != nil {
-			return nil, nil, 0, fmt.Errorf("write deletion vectors %s: %w", rel, err)
-		}
-		written += int64(len(data))
-		for i := lo; i < hi; i++ {
-			d := descs[i-lo]
-			rms[i] = RemoveFile(adds[i], now)
-			nas[i] = adds[i]
-			nas[i].DeletionVector = &d
-			nas[i].DataChange = true
-			nas[i].Stats = strings.Replace(adds[i].Stats, `"tightBounds":true`, `"tightBounds":false`, 1)
-		}
-		lo = hi
+	for i, a := range adds {
+		rms[i] = RemoveFile(a, now)
+		nas[i] = a
+		nas[i].DeletionVector = &descs[i]
+		nas[i].DataChange = true
+		nas[i].Stats = strings.Replace(a.Stats, `"tightBounds":true`, `"tightBounds":false`, 1)
 	}
 	return nas, rms, written, nil
 }

@@ -173,12 +173,7 @@ func (x *keyIndex) findFrom(k string, h uint64, slot int) (int, int) {
 		}
 		if s&^mask == fp {
 			i := int(s&mask) - 1
-			e := x.ents.at(i)
-			if inline {
-				if e.tail&0xff == kind && e.key == word {
-					return slot, i
-				}
-			} else if e.tail&0xff == kindArena && string(x.arenaKey(e.key)) == k {
+			if x.holds(x.ents.at(i), k, kind, word, inline) {
 				return slot, i
 			}
 		}
@@ -190,7 +185,13 @@ func (x *keyIndex) findFrom(k string, h uint64, slot int) (int, int) {
 
 // is reports whether entry e holds key k.
 func (x *keyIndex) is(e *indexEntry, k string) bool {
-	if kind, word, inline := inlineKey(k); inline {
+	kind, word, inline := inlineKey(k)
+	return x.holds(e, k, kind, word, inline)
+}
+
+// holds is is for a key whose inline form (inlineKey) is already known.
+func (x *keyIndex) holds(e *indexEntry, k string, kind uint32, word uint64, inline bool) bool {
+	if inline {
 		return e.tail&0xff == kind && e.key == word
 	}
 	return e.tail&0xff == kindArena && string(x.arenaKey(e.key)) == k

@@ -283,12 +283,14 @@ const MaxSize = 1 << 30
 // EncodeFile returns a complete one-DV file (version byte, size, data, CRC)
 // for bitmap data; the DV sits at offset 1.
 func EncodeFile(data []byte) []byte {
-	out := make([]byte, 0, 1+4+len(data)+4)
-	out = append(out, FileVersion)
+	return appendEntry(append(make([]byte, 0, 1+4+len(data)+4), FileVersion), data)
+}
+
+// appendEntry appends one DV entry (size, bitmap data, CRC) to a DV file.
+func appendEntry(out, data []byte) []byte {
 	out = binary.BigEndian.AppendUint32(out, uint32(len(data)))
 	out = append(out, data...)
-	out = binary.BigEndian.AppendUint32(out, crc32.ChecksumIEEE(data))
-	return out
+	return binary.BigEndian.AppendUint32(out, crc32.ChecksumIEEE(data))
 }
 
 // Write serializes bm into a new DV file named with a random UUID (storage
@@ -335,9 +337,7 @@ func WriteMany(bms []*roaring64.Bitmap) (fileBytes []byte, descs []Descriptor, e
 			SizeInBytes:    int32(len(data)),
 			Cardinality:    int64(bm.GetCardinality()),
 		}
-		out = binary.BigEndian.AppendUint32(out, uint32(len(data)))
-		out = append(out, data...)
-		out = binary.BigEndian.AppendUint32(out, crc32.ChecksumIEEE(data))
+		out = appendEntry(out, data)
 	}
 	return out, descs, nil
 }
