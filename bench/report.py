@@ -35,7 +35,7 @@ def write(a):
         by = {x["contender"]: x for x in big["results"]}
         c, s, d = by["cdc-sink"], by["spark"], by["delta-rs"]
         summary["ratios"] = {
-            "size": big["size"], "runid": big["runid"],
+            "size": big["size"], "format": big.get("format"), "runid": big["runid"],
             "throughput_cdc_over_spark": ratio(c.get("throughput_eps"), s.get("throughput_eps")),
             "throughput_cdc_over_deltars": ratio(c.get("throughput_eps"), d.get("throughput_eps")),
             # latency: how many times lower cdc-sink's p99 is (> 1 = cdc-sink better)
@@ -52,18 +52,18 @@ def write(a):
           "to back less so.**", ""]
     if "ratios" in summary:
         r = summary["ratios"]
-        L += [f"## Ratios at the largest size measured with all three ({r['size']:,} rows)", "",
+        L += [f"## Ratios at the largest size measured with all three ({r['size']:,} rows, {r.get('format') or 'json'}, run `{r['runid']}`)", "",
               "| | vs Spark | vs delta-rs |", "|---|---|---|",
               f"| throughput (cdc-sink ÷ other) | {fmt(r['throughput_cdc_over_spark'], 1)}× | {fmt(r['throughput_cdc_over_deltars'], 1)}× |",
               f"| p99 latency (other ÷ cdc-sink) | {fmt(r['p99_latency_spark_over_cdc'], 1)}× | {fmt(r['p99_latency_deltars_over_cdc'], 1)}× |",
               "", "Product goal: ≥ 10× Spark on both.", ""]
         L += ["### Ratios at every table size", "",
-              "| table rows | throughput ÷ Spark | throughput ÷ delta-rs | Spark p99 ÷ cdc-sink p99 | delta-rs p99 ÷ cdc-sink p99 |",
-              "|---|---|---|---|---|"]
+              "| table rows | stream | throughput ÷ Spark | throughput ÷ delta-rs | Spark p99 ÷ cdc-sink p99 | delta-rs p99 ÷ cdc-sink p99 |",
+              "|---|---|---|---|---|---|"]
         for run in full:
             by = {x["contender"]: x for x in run["results"]}
             c, s_, d = by["cdc-sink"], by["spark"], by["delta-rs"]
-            L.append(f"| {run['size']:,} | {fmt(ratio(c.get('throughput_eps'), s_.get('throughput_eps')), 1)}× | "
+            L.append(f"| {run['size']:,} | {run.get('format') or 'json'} | {fmt(ratio(c.get('throughput_eps'), s_.get('throughput_eps')), 1)}× | "
                      f"{fmt(ratio(c.get('throughput_eps'), d.get('throughput_eps')), 1)}× | "
                      f"{fmt(ratio(s_['latency_s']['p99'], c['latency_s']['p99']), 1)}× | "
                      f"{fmt(ratio(d['latency_s']['p99'], c['latency_s']['p99']), 1)}× |")
