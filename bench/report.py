@@ -35,7 +35,7 @@ def write(a):
         by = {x["contender"]: x for x in big["results"]}
         c, s, d = by["cdc-sink"], by["spark"], by["delta-rs"]
         summary["ratios"] = {
-            "size": big["size"], "format": big.get("format"), "runid": big["runid"],
+            "size": big["size"], "format": big["format"], "runid": big["runid"],
             "throughput_cdc_over_spark": ratio(c.get("throughput_eps"), s.get("throughput_eps")),
             "throughput_cdc_over_deltars": ratio(c.get("throughput_eps"), d.get("throughput_eps")),
             # latency: how many times lower cdc-sink's p99 is (> 1 = cdc-sink better)
@@ -52,7 +52,7 @@ def write(a):
           "to back less so.**", ""]
     if "ratios" in summary:
         r = summary["ratios"]
-        L += [f"## Ratios at the largest size measured with all three ({r['size']:,} rows, {r.get('format') or 'json'}, run `{r['runid']}`)", "",
+        L += [f"## Ratios at the largest size measured with all three ({r['size']:,} rows, {r['format']}, run `{r['runid']}`)", "",
               "| | vs Spark | vs delta-rs |", "|---|---|---|",
               f"| throughput (cdc-sink ÷ other) | {fmt(r['throughput_cdc_over_spark'], 1)}× | {fmt(r['throughput_cdc_over_deltars'], 1)}× |",
               f"| p99 latency (other ÷ cdc-sink) | {fmt(r['p99_latency_spark_over_cdc'], 1)}× | {fmt(r['p99_latency_deltars_over_cdc'], 1)}× |",
@@ -63,7 +63,7 @@ def write(a):
         for run in full:
             by = {x["contender"]: x for x in run["results"]}
             c, s_, d = by["cdc-sink"], by["spark"], by["delta-rs"]
-            L.append(f"| {run['size']:,} | {run.get('format') or 'json'} | {fmt(ratio(c.get('throughput_eps'), s_.get('throughput_eps')), 1)}× | "
+            L.append(f"| {run['size']:,} | {run['format']} | {fmt(ratio(c.get('throughput_eps'), s_.get('throughput_eps')), 1)}× | "
                      f"{fmt(ratio(c.get('throughput_eps'), d.get('throughput_eps')), 1)}× | "
                      f"{fmt(ratio(s_['latency_s']['p99'], c['latency_s']['p99']), 1)}× | "
                      f"{fmt(ratio(d['latency_s']['p99'], c['latency_s']['p99']), 1)}× |")
@@ -116,13 +116,13 @@ def write(a):
     old = sorted(glob.glob(os.path.join(a.results, "superseded", "run-*.json")))
     if old:
         L += ["## Earlier runs (other settings, binary or load: see the notes; not in the ratios or the chart)", "",
-              "| run | size | backlog records | contender | events/s | p99 latency s | CPU-s / M | load avg (1 min) during backlog | gate |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "| run | size | stream | backlog records | contender | events/s | p99 latency s | CPU-s / M | load avg (1 min) during backlog | gate |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
         for f in old:
             r = json.load(open(f))
             for x in r["results"]:
                 gt = r.get("gate", {}).get("tables", {}).get(x["contender"], {})
-                L.append(f"| `{r['runid']}` | {r['size']:,} | {r.get('backlog_change_records', 0):,} | {x['contender']} | {fmt(x.get('throughput_eps'))} | "
+                L.append(f"| `{r['runid']}` | {r['size']:,} | {r['format']} | {r.get('backlog_change_records', 0):,} | {x['contender']} | {fmt(x.get('throughput_eps'))} | "
                          f"{fmt(x['latency_s']['p99'], 2)} | {fmt(x.get('cpu_s_per_million'), 1)} | "
                          f"{x['load_avg']['backlog_start'][0]:.1f}→{x['load_avg']['backlog_end'][0]:.1f} | "
                          f"{'equal' if gt.get('equal_to_expected') else str(gt.get('diff_keys', '?')) + ' key(s) differ'} |")
