@@ -31,11 +31,26 @@ func (b *boxes) int64(v int64) any { return v }
 func (b *boxes) float64(v float64) any { return v }
 
 func (b *boxes) str(v string, t strKind) any {
+	if len(v) == 1 && v[0] < 0x80 {
+		// one-character values (op letters, flags, digits) come boxed from
+		// a table: boxing a string allocates
+		if t == tNumber {
+			return oneNumber[v[0]]
+		}
+		return oneString[v[0]]
+	}
 	if t == tNumber {
 		return Number(v)
 	}
 	return v
 }
+
+var oneString, oneNumber = func() (s, n [0x80]any) {
+	for i := range s {
+		s[i], n[i] = string(rune(i)), Number(rune(i))
+	}
+	return
+}()
 
 func (b *boxes) bytes(v []byte) any { return v }
 

@@ -52,6 +52,8 @@ type Decoder struct {
 	acache *avroCache
 	names  *interner
 	plain  [2]plainHint // schemaless record sizes: key, value
+	// noEnvFast turns the envelope fast path off: the oracle of its tests.
+	noEnvFast bool
 }
 
 // NewDecoder returns a Decoder for opts.
@@ -94,7 +96,7 @@ func (d *Decoder) Decode(ctx context.Context, rec *source.Record) (*Event, error
 		ev.OldKey = append([]byte(nil), v...)
 	}
 	if rec.Key != nil {
-		k, err := d.decodeSide(ctx, rec.Topic, "key", rec.Key)
+		k, err := d.decodeSide(ctx, rec.Topic, "key", rec.Key, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -109,7 +111,7 @@ func (d *Decoder) Decode(ctx context.Context, rec *source.Record) (*Event, error
 		ev.Flattened = d.opts.Flattened == FlattenAlways
 		return ev, nil
 	}
-	v, err := d.decodeSide(ctx, rec.Topic, "value", rec.Value)
+	v, err := d.decodeSide(ctx, rec.Topic, "value", rec.Value, ev)
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +133,9 @@ type side struct {
 	flat   *flatPlan // for a schema'd struct: its flattened-row plan
 }
 
-func (d *Decoder) decodeSide(ctx context.Context, topic, which string, b []byte) (side, error) {
+// decodeSide decodes one side; ev, for the value, receives the envelope's
+// source and transaction blocks when the JSON fast path takes them.
+func (d *Decoder) decodeSide(ctx context.Context, topic, which string, b []byte, ev *Event) (side, error) {
 	i := 0
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
@@ -143,7 +147,7 @@ func (d *Decoder) decodeSide(ctx context.Context, topic, which string, b []byte)
 		}
 		return d.decodeAvro(ctx, which, b)
 	case i < len(b) && b[i] == '{':
-		return d.decodeJSON(topic, which, b)
+		return d.decodeJSON(topic, which, b, ev)
 	case len(b) == 0:
 		return side{}, quarantine.Errorf(quarantine.MalformedJSON, "%s: empty", which)
 	case i < len(b) && (b[i] == '[' || b[i] == '"' || b[i] == 'n' || b[i] == 't' || b[i] == 'f' || b[i] == '-' || (b[i] >= '0' && b[i] <= '9')):
@@ -161,8 +165,13 @@ func jsonErr(which string, e *decodeErr) error {
 }
 
 // decodeJSON decodes a JSON object, schema'd ({"schema":…,"payload":…}) or not.
-func (d *Decoder) decodeJSON(topic, which string, b []byte) (side, error) {
+func (d *Decoder) decodeJSON(topic, which string, b []byte, ev *Event) (side, error) {
 	s := scanner{buf: b, maxDepth: d.opts.MaxDepth, intern: d.names, inKey: which == "key"}
+	if ev != nil && !d.noEnvFast && d.opts.Flattened != FlattenAlways && !strings.HasPrefix(topic, "__debezium-heartbeat") {
+		// the record may be read as an envelope (interpret): its source and
+		// transaction blocks can go straight into ev (envfast.go)
+		s.env = ev
+	}
 	s.getStacks()
 	defer s.putStacks()
 	empty, e := s.objStart()
@@ -179,6 +188,7 @@ func (d *Decoder) decodeJSON(topic, which string, b []byte) (side, error) {
 			hint = &d.plain[0]
 		}
 		hint.presize(&s.bx)
+		s.envPlain = s.env != nil
 		r, e := s.anyObject()
 		if e != nil {
 			return side{}, jsonErr(which, e)
@@ -187,7 +197,21 @@ func (d *Decoder) decodeJSON(topic, which string, b []byte) (side, error) {
 		if s.peek() != 0 {
 			return side{}, jsonErr(which, s.syntax("end of input"))
 		}
-		if !hasField(r, "schema") || !hasField(r, "payload") {
+		isPlain := !hasField(r, "schema") || !hasField(r, "payload")
+		if s.envUsed && !(isPlain && d.plainEnvelope(r)) {
+			// the blocks are needed as Row values after all (a flattened
+			// row with such columns, or a schema'd record): decode again
+			s.discardEnvelope()
+			s.envPlain = false
+			if isPlain {
+				s.pos, s.depth, s.arena = 0, 0, make([]byte, 0, len(b))
+				if r, e = s.anyObject(); e != nil {
+					return side{}, jsonErr(which, e)
+				}
+			}
+		}
+		s.envPlain = false
+		if isPlain {
 			return side{row: r, format: FormatJSONPlain}, nil
 		}
 		s.pos, s.depth, s.arena = 0, 0, nil
@@ -306,6 +330,23 @@ func (d *Decoder) decodeJSON(topic, which string, b []byte) (side, error) {
 		}
 	}
 	return out, nil
+}
+
+// plainEnvelope reports whether interpret reads the schemaless top-level
+// Row r as an envelope, so its source and transaction blocks may stay out of
+// it (the fast path). It is interpret's rule: op, and FlattenNever or one of
+// source/after/before (FlattenAlways disables the fast path up front).
+func (d *Decoder) plainEnvelope(r *Row) bool {
+	if !hasField(r, "op") {
+		return false // a heartbeat, transaction metadata or a flattened row
+	}
+	return d.opts.Flattened == FlattenNever || hasField(r, "source") || hasField(r, "after") || hasField(r, "before")
+}
+
+// discardEnvelope undoes what the fast path put into the event.
+func (s *scanner) discardEnvelope() {
+	s.env.Source, s.env.Tx = Source{}, nil
+	s.envUsed, s.envSeen = false, 0
 }
 
 // firstKeySchema reports whether the first member name is "schema" (the

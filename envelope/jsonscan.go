@@ -60,6 +60,14 @@ type scanner struct {
 	st       *stacks   // the pooled holder of vstack and nstack
 	vstack   []any     // pending array elements / object values
 	nstack   []string  // pending schemaless object names
+	// env receives the source and transaction blocks of a value read as an
+	// envelope (envfast.go); nil for keys and when the record may be read
+	// as a flattened row. envPlain allows the schemaless fast path, which
+	// decodeJSON checks afterwards (envUsed); envSeen marks the blocks met.
+	env      *Event
+	envPlain bool
+	envUsed  bool
+	envSeen  uint8
 }
 
 func (s *scanner) fail(reason quarantine.Reason, format string) *decodeErr {
@@ -740,9 +748,11 @@ func (s *scanner) anyObject() (*Row, *decodeErr) {
 			}
 		}
 		s.field = name
-		v, err := s.anyVal()
-		if err != nil {
-			return nil, err.at(name)
+		var v any
+		if !s.envPlain || s.depth != 1 || !s.plainEnvelopeMember(name) {
+			if v, err = s.anyVal(); err != nil {
+				return nil, err.at(name)
+			}
 		}
 		s.nstack = append(s.nstack, name)
 		s.vstack = append(s.vstack, v)
@@ -972,11 +982,21 @@ func (s *scanner) structVal(n *node) (*Row, *decodeErr) {
 				return nil, err
 			}
 		} else {
-			v, err := s.typedVal(n.fields[idx])
-			if err != nil {
-				return nil, err.at(n.names[idx])
+			done := false
+			if n.env != nil && s.env != nil && s.depth == 1 {
+				if done, err = s.typedEnvelopeMember(n.env, n, idx); err != nil {
+					return nil, err.at(n.names[idx])
+				}
 			}
-			r.Values[idx] = v
+			if !done {
+				v, err := s.typedVal(n.fields[idx])
+				if err != nil {
+					return nil, err.at(n.names[idx])
+				}
+				r.Values[idx] = v
+			} else {
+				r.Values[idx] = nil
+			}
 			next = idx + 1
 		}
 		more, err := s.objNext()

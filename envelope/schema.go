@@ -61,6 +61,7 @@ type node struct {
 	fields  []*node
 	names   []string // shared by every Row of this struct (read-only)
 	index   map[string]int
+	env     *envPlan // a top-level envelope struct's fast path (envfast.go)
 	items   *node
 	keys    *node
 	values  *node
@@ -108,6 +109,7 @@ func newNode(s *Schema, depth int) (*node, error) {
 			n.names[i] = f.Name
 			n.index[f.Name] = i
 		}
+		n.env = planEnvelope(n)
 	case kArray:
 		if s.Items == nil {
 			return nil, fmt.Errorf("array without items")

@@ -172,7 +172,7 @@ func TestSchemalessSizeHint(t *testing.T) {
 			}
 			for side, b := range map[int][]byte{0: rec.Key, 1: rec.Value} {
 				which := [2]string{"key", "value"}[side]
-				sd, err := d.decodeSide(ctx, "t", which, b)
+				sd, err := d.decodeSide(ctx, "t", which, b, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
