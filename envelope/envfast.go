@@ -352,12 +352,7 @@ func (s *scanner) typedBlock(n *node, m []srcField, src *Source, tx *TxInfo) *de
 		if err != nil {
 			return err
 		}
-		idx := -1
-		if next < len(n.names) && string(k) == n.names[next] {
-			idx = next
-		} else if i, ok := n.index[string(k)]; ok {
-			idx = i
-		}
+		idx := n.fieldIndex(k, next)
 		if idx < 0 {
 			if err := s.skip(); err != nil {
 				return err

@@ -971,12 +971,7 @@ func (s *scanner) structVal(n *node) (*Row, *decodeErr) {
 		if err != nil {
 			return nil, err
 		}
-		idx := -1
-		if next < len(n.names) && string(k) == n.names[next] {
-			idx = next
-		} else if i, ok := n.index[string(k)]; ok {
-			idx = i
-		}
+		idx := n.fieldIndex(k, next)
 		if idx < 0 {
 			if err := s.skip(); err != nil {
 				return nil, err

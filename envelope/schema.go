@@ -131,6 +131,18 @@ func newNode(s *Schema, depth int) (*node, error) {
 	return n, nil
 }
 
+// fieldIndex is the index of struct field k, or -1. next, the field after
+// the last one found, is tried first: members mostly come in schema order.
+func (n *node) fieldIndex(k []byte, next int) int {
+	if next < len(n.names) && string(k) == n.names[next] {
+		return next
+	}
+	if i, ok := n.index[string(k)]; ok {
+		return i
+	}
+	return -1
+}
+
 const maxSchemaDepth = 64
 
 // jsonSchema is the JsonConverter schema JSON.
