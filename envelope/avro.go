@@ -412,6 +412,7 @@ func stripLogical(v any) {
 type avroCompiled struct {
 	id    int
 	root  *aNode
+	env   *avroEnvPlan  // the envelope fast path (envfast.go), or nil
 	codec *goavro.Codec // the schema as goavro accepts it (validation; the tests' reference decoder)
 	flat  *flatPlan
 	// fields and rows of the records a value can hold outside arrays and
@@ -470,6 +471,7 @@ func compileAvro(id int, schemaJSON, prefix string) (*avroCompiled, error) {
 	}
 	c := &avroCompiled{id: id, root: root, codec: codec}
 	c.nvals, c.nrows = recordSlots(root, 0)
+	c.env = planAvroEnvelope(root)
 	if root.kind == aRecord || (root.kind == aUnion && root.branch[root.nonNull].kind == aRecord) {
 		if n, err := newNode(root.s, 0); err == nil {
 			c.flat = newFlatPlan(n, prefix)
@@ -572,7 +574,8 @@ func (ac *avroCache) evictLocked() {
 }
 
 // decodeAvro decodes a Confluent-framed Avro key or value.
-func (d *Decoder) decodeAvro(ctx context.Context, which string, b []byte) (side, error) {
+// ev, when set, receives the source and transaction blocks of an envelope.
+func (d *Decoder) decodeAvro(ctx context.Context, which string, b []byte, ev *Event) (side, error) {
 	id := int(int32(binary.BigEndian.Uint32(b[1:5])))
 	c, err := d.acache.get(ctx, id, d.prefix)
 	if err != nil {
@@ -587,7 +590,14 @@ func (d *Decoder) decodeAvro(ctx context.Context, which string, b []byte) (side,
 	body := b[5:]
 	r := avroReader{buf: bytes.Clone(body)}
 	r.bx.presize(c.nvals, c.nrows)
-	v, end, rerr := r.read(c.root, 0, 0)
+	var v any
+	var end int
+	var rerr error
+	if c.env != nil && ev != nil {
+		v, end, rerr = r.readEnvelope(c.root, c.env, ev)
+	} else {
+		v, end, rerr = r.read(c.root, 0, 0)
+	}
 	if rerr != nil {
 		return side{}, quarantine.Wrap(quarantine.MalformedAvro, rerr, "%s: schema id %d: body of %d bytes", which, id, len(body))
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/cdcsink/cdc-sink/quarantine"
@@ -18,11 +19,13 @@ import (
 
 // decodeVia is Decode with the Avro sides decoded by avro (the direct
 // reader or the goavro reference).
-func decodeVia(d *Decoder, rec *source.Record, avro func(context.Context, string, []byte) (side, error)) (*Event, error) {
+// The value side gets the event (the envelope fast path of the direct
+// reader; the reference ignores it) where decodeSide would give it.
+func decodeVia(d *Decoder, rec *source.Record, avro func(context.Context, string, []byte, *Event) (side, error)) (*Event, error) {
 	ctx := context.Background()
 	ev := &Event{}
 	if rec.Key != nil {
-		k, err := avro(ctx, "key", rec.Key)
+		k, err := avro(ctx, "key", rec.Key, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -31,7 +34,11 @@ func decodeVia(d *Decoder, rec *source.Record, avro func(context.Context, string
 		}
 		ev.Key, ev.Format = k.row, k.format
 	}
-	v, err := avro(ctx, "value", rec.Value)
+	var fast *Event
+	if !d.noEnvFast && d.opts.Flattened != FlattenAlways && !strings.HasPrefix(rec.Topic, "__debezium-heartbeat") {
+		fast = ev
+	}
+	v, err := avro(ctx, "value", rec.Value, fast)
 	if err != nil {
 		return nil, err
 	}

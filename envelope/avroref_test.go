@@ -262,7 +262,7 @@ func (c *avroCompiled) record(bx *boxes, n *aNode, s *Schema, m map[string]any) 
 }
 
 // decodeAvroRef is decodeAvro through goavro.
-func (d *Decoder) decodeAvroRef(ctx context.Context, which string, b []byte) (side, error) {
+func (d *Decoder) decodeAvroRef(ctx context.Context, which string, b []byte, _ *Event) (side, error) {
 	id := int(int32(binary.BigEndian.Uint32(b[1:5])))
 	c, err := d.acache.get(ctx, id, d.prefix)
 	if err != nil {

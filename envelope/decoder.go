@@ -140,12 +140,15 @@ func (d *Decoder) decodeSide(ctx context.Context, topic, which string, b []byte,
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
 	}
+	if ev != nil && (d.noEnvFast || d.opts.Flattened == FlattenAlways || strings.HasPrefix(topic, "__debezium-heartbeat")) {
+		ev = nil // the record may not be read as an envelope (interpret)
+	}
 	switch {
 	case len(b) > 0 && b[0] == 0:
 		if len(b) < 5 {
 			return side{}, quarantine.Errorf(quarantine.MalformedAvro, "%s: %d bytes, too short for Confluent framing (magic byte + 4-byte schema id)", which, len(b))
 		}
-		return d.decodeAvro(ctx, which, b)
+		return d.decodeAvro(ctx, which, b, ev)
 	case i < len(b) && b[i] == '{':
 		return d.decodeJSON(topic, which, b, ev)
 	case len(b) == 0:
@@ -167,11 +170,9 @@ func jsonErr(which string, e *decodeErr) error {
 // decodeJSON decodes a JSON object, schema'd ({"schema":…,"payload":…}) or not.
 func (d *Decoder) decodeJSON(topic, which string, b []byte, ev *Event) (side, error) {
 	s := scanner{buf: b, maxDepth: d.opts.MaxDepth, intern: d.names, inKey: which == "key"}
-	if ev != nil && !d.noEnvFast && d.opts.Flattened != FlattenAlways && !strings.HasPrefix(topic, "__debezium-heartbeat") {
-		// the record may be read as an envelope (interpret): its source and
-		// transaction blocks can go straight into ev (envfast.go)
-		s.env = ev
-	}
+	// ev: the record may be read as an envelope (interpret), so its source
+	// and transaction blocks can go straight into it (envfast.go)
+	s.env = ev
 	s.getStacks()
 	defer s.putStacks()
 	empty, e := s.objStart()

@@ -1,6 +1,8 @@
 package envelope
 
 import (
+	"fmt"
+	"slices"
 	"strconv"
 	"unsafe"
 )
@@ -424,4 +426,170 @@ func (s *scanner) typedEnvelopeMember(p *envPlan, n *node, idx int) (bool, *deco
 	}
 	s.env.Tx = tx
 	return true, nil
+}
+
+// ---- Avro ----
+
+// avroEnvPlan is envPlan for a compiled Avro value schema whose root
+// record has op and source fields: the root's source and transaction
+// fields (-1: read the ordinary way) and their fields' Source fields.
+type avroEnvPlan struct {
+	src, tx       int
+	srcMap, txMap []srcField
+}
+
+// planAvroEnvelope builds root's avroEnvPlan, or nil.
+func planAvroEnvelope(root *aNode) *avroEnvPlan {
+	if root.kind != aRecord || root.s == nil {
+		return nil
+	}
+	if name := root.s.Name; name == NameHeartbeat || name == NameTxValue || hasSuffix(name, ".TransactionMetadataValue") {
+		return nil
+	}
+	p := &avroEnvPlan{src: -1, tx: -1}
+	hasOp := false
+	for i, name := range root.rec.names {
+		switch name {
+		case "op":
+			hasOp = true
+		case "source":
+			if m := planAvroBlock(root.rec.fields[i], sourceFieldOf); m != nil {
+				p.src, p.srcMap = i, m
+			}
+		case "transaction":
+			if m := planAvroBlock(root.rec.fields[i], txFieldOf); m != nil {
+				p.tx, p.txMap = i, m
+			}
+		}
+	}
+	if !hasOp || !slices.Contains(root.rec.names, "source") || (p.src < 0 && p.tx < 0) {
+		return nil
+	}
+	return p
+}
+
+// planAvroBlock maps a record's (or optional record's) fields to Source /
+// TxInfo fields, or returns nil when a mapped field is not a string, long or
+// int (optional or not).
+func planAvroBlock(n *aNode, of func([]byte) srcField) []srcField {
+	if n.kind == aUnion && n.nonNull >= 0 && len(n.branch) == 2 {
+		n = n.branch[n.nonNull]
+	}
+	if n.kind != aRecord {
+		return nil
+	}
+	m := make([]srcField, len(n.rec.fields))
+	for i, name := range n.rec.names {
+		f := of([]byte(name))
+		v := n.rec.fields[i]
+		if v.kind == aUnion && v.nonNull >= 0 && len(v.branch) == 2 {
+			v = v.branch[v.nonNull]
+		}
+		switch {
+		case f == sfNone:
+		case f.isInt() && (v.kind == aLong || v.kind == aInt):
+		case !f.isInt() && v.kind == aString:
+		default:
+			return nil
+		}
+		m[i] = f
+	}
+	return m
+}
+
+// readEnvelope reads the root record n as read does, decoding the planned
+// blocks into ev instead of into the Row (their Row values stay nil).
+func (r *avroReader) readEnvelope(n *aNode, p *avroEnvPlan, ev *Event) (any, int, error) {
+	row := r.bx.row()
+	row.Schema, row.Names, row.Values = n.s, n.rec.names, r.bx.values(len(n.rec.fields))
+	pos := 0
+	var err error
+	for i, f := range n.rec.fields {
+		switch i {
+		case p.src:
+			var src Source
+			var present bool
+			if pos, present, err = r.block(f, p.srcMap, &src, nil, pos); err != nil {
+				return nil, pos, err
+			}
+			if present {
+				ev.Source = src
+			}
+		case p.tx:
+			tx := &TxInfo{}
+			var present bool
+			if pos, present, err = r.block(f, p.txMap, nil, tx, pos); err != nil {
+				return nil, pos, err
+			}
+			if present {
+				ev.Tx = tx
+			}
+		default:
+			if row.Values[i], pos, err = r.read(f, pos, 1); err != nil {
+				return nil, pos, err
+			}
+		}
+	}
+	return row, pos, nil
+}
+
+// union reads a union's branch index as read does and returns the branch.
+func (r *avroReader) union(n *aNode, pos int) (*aNode, int, error) {
+	i, p, err := r.varint(pos)
+	if err != nil {
+		return nil, p, err
+	}
+	if i < 0 || i >= int64(len(n.branch)) {
+		return nil, p, fmt.Errorf("union index %d out of range at offset %d", i, pos)
+	}
+	return n.branch[i], p, nil
+}
+
+// block reads a source or transaction field f (a record, or an optional
+// record) at depth 1 into src or tx; present is false for a null.
+func (r *avroReader) block(f *aNode, m []srcField, src *Source, tx *TxInfo, pos int) (int, bool, error) {
+	var err error
+	if f.kind == aUnion {
+		if f, pos, err = r.union(f, pos); err != nil {
+			return pos, false, err
+		}
+		if f.kind == aNull {
+			return pos, false, nil
+		}
+	}
+	for i, v := range f.rec.fields {
+		sf := m[i]
+		if sf == sfNone {
+			if _, pos, err = r.read(v, pos, 2); err != nil {
+				return pos, false, err
+			}
+			continue
+		}
+		if v.kind == aUnion {
+			if v, pos, err = r.union(v, pos); err != nil {
+				return pos, false, err
+			}
+		}
+		switch v.kind {
+		case aNull: // fillSource skips a null; a transaction field stays zero
+		case aString:
+			from, to, err := r.span(pos)
+			if err != nil {
+				return from, false, err
+			}
+			setStr(src, tx, sf, r.str(from, to))
+			pos = to
+		case aLong, aInt:
+			x, p, err := r.varint(pos)
+			if err != nil {
+				return p, false, err
+			}
+			if v.kind == aInt {
+				x = int64(int32(x)) // as read
+			}
+			setInt(src, tx, sf, x)
+			pos = p
+		}
+	}
+	return pos, true, nil
 }

@@ -206,6 +206,57 @@ func TestEnvelopeFastPathTaken(t *testing.T) {
 	}
 }
 
+// TestEnvelopeFastPathAvro: the Avro fixtures and the real Apicurio-written
+// captures decode alike with and without the fast path (the goavro oracle of
+// avrodiff_test.go checks it too), with truncated bodies failing alike, and
+// the fast path saves the source and transaction values' allocations.
+func TestEnvelopeFastPathAvro(t *testing.T) {
+	af := loadAvro(t)
+	real := realRegistry(t)
+	type set struct {
+		reg  Registry
+		recs []*source.Record
+	}
+	var fix []*source.Record
+	for _, r := range af.records(t) {
+		fix = append(fix, r)
+	}
+	sets := []set{{af.reg, fix}, {real, realSeeds(t, true)}}
+	for _, st := range sets {
+		for _, fl := range []FlattenMode{FlattenAuto, FlattenNever, FlattenAlways} {
+			p := newEnvFastPair(Options{Registry: st.reg, Flattened: fl})
+			for _, r := range st.recs {
+				p.same(t, r)
+				for _, cut := range []int{1, 7, 40, 120} {
+					if len(r.Value) > 5+cut {
+						c := *r
+						c.Value = r.Value[:len(r.Value)-cut]
+						p.same(t, &c)
+					}
+				}
+			}
+		}
+	}
+	p := newEnvFastPair(Options{Registry: af.reg})
+	ctx := context.Background()
+	taken := 0
+	for name, rec := range af.records(t) {
+		ev, err := p.slow.Decode(ctx, rec)
+		if err != nil || ev.Kind != KindChange || ev.Flattened || !ev.Source.HasLSN {
+			continue
+		}
+		fast := testing.AllocsPerRun(20, func() { p.fast.Decode(ctx, rec) })
+		slow := testing.AllocsPerRun(20, func() { p.slow.Decode(ctx, rec) })
+		if fast > slow-10 {
+			t.Errorf("%s: %.0f allocations with the fast path, %.0f without", name, fast, slow)
+		}
+		taken++
+	}
+	if taken == 0 {
+		t.Fatal("no Avro envelope fixture")
+	}
+}
+
 func FuzzEnvelopeFastPath(f *testing.F) {
 	for _, r := range envFastRecords(f) {
 		f.Add(r.Key, r.Value, uint8(0))

@@ -47,7 +47,7 @@ func jsonSeeds(f *testing.F, dirs ...string) {
 	}
 }
 
-func realSeeds(f *testing.F, avro bool) []*source.Record {
+func realSeeds(f testing.TB, avro bool) []*source.Record {
 	files, _ := filepath.Glob(filepath.Join(realDir, "*.jsonl"))
 	var out []*source.Record
 	for _, p := range files {
