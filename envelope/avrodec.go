@@ -135,14 +135,11 @@ func (r *avroReader) read(n *aNode, pos, depth int) (any, int, error) {
 		}
 		return n.syms[i], p, nil
 	case aUnion:
-		i, p, err := r.varint(pos)
+		b, p, err := r.union(n, pos)
 		if err != nil {
 			return nil, p, err
 		}
-		if i < 0 || i >= int64(len(n.branch)) {
-			return nil, p, fmt.Errorf("union index %d out of range at offset %d", i, pos)
-		}
-		v, p, err := r.read(n.branch[i], p, depth+1)
+		v, p, err := r.read(b, p, depth+1)
 		if row, ok := v.(*Row); ok {
 			// a record reached through an optional union carries the
 			// optional variant of its schema, as in JsonConverter output
