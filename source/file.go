@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"sync"
 	"time"
 )
 
@@ -38,8 +40,15 @@ func (e *LineError) Error() string { return fmt.Sprintf("%s:%d: %v", e.File, e.L
 // Unwrap returns the cause.
 func (e *LineError) Unwrap() error { return e.Err }
 
-// FileReader streams Records from a kcat -J file, one line at a time, in bounded memory.
-// Empty (whitespace-only) lines are skipped. It is not safe for concurrent use.
+// pollBytes bounds the line bytes one Poll gathers (beyond its first line) before parsing
+// them.
+const pollBytes = 16 << 20
+
+// parallelLines is the fewest lines per goroutine worth parsing apart.
+const parallelLines = 64
+
+// FileReader streams Records from a kcat -J file in bounded memory. Empty (whitespace-only)
+// lines are skipped. It is not safe for concurrent use.
 type FileReader struct {
 	name   string
 	closer io.Closer
@@ -47,7 +56,17 @@ type FileReader struct {
 	opts   FileOptions
 	line   int
 	err    error
+
+	// Poll's lines, back to back, and where each ends (reused: records never alias them).
+	// Poll gathers its lines first and parses them on up to workers goroutines: line
+	// parsing is the reader's whole cost, and the runtime's reading goroutine is the longer
+	// stage of a file replay (bench/README.md).
+	lines   []byte
+	spans   []lineSpan
+	workers int
 }
+
+type lineSpan struct{ end, line int }
 
 // OpenFile opens path for reading as a kcat -J file.
 func OpenFile(path string, opts FileOptions) (*FileReader, error) {
@@ -67,7 +86,7 @@ func NewFileReader(r io.Reader, name string, opts FileOptions) *FileReader {
 	}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, min(64<<10, opts.MaxLineBytes)), opts.MaxLineBytes)
-	return &FileReader{name: name, sc: sc, opts: opts}
+	return &FileReader{name: name, sc: sc, opts: opts, workers: runtime.GOMAXPROCS(0)}
 }
 
 // Line returns the number of the last line read (1-based; 0 before the first).
@@ -76,21 +95,24 @@ func (r *FileReader) Line() int { return r.line }
 // Next returns the next record, io.EOF at the end of the file, or a *LineError (fatal: every
 // later call returns it again).
 func (r *FileReader) Next() (*Record, error) {
+	b, err := r.scan()
+	if err != nil {
+		return nil, err
+	}
+	return r.parse(b, r.line)
+}
+
+// scan returns the next non-blank line (valid until the next scan) or the sticky error: io.EOF
+// at the end, a *LineError for a line too long or a failed read.
+func (r *FileReader) scan() ([]byte, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
 	for r.sc.Scan() {
 		r.line++
-		b := r.sc.Bytes()
-		if isBlank(b) {
-			continue
+		if b := r.sc.Bytes(); !isBlank(b) {
+			return b, nil
 		}
-		rec, err := ParseLine(b, LineDefaults{Topic: r.opts.DefaultTopic, Offset: int64(r.line - 1)})
-		if err != nil {
-			r.err = &LineError{File: r.name, Line: r.line, Err: err}
-			return nil, r.err
-		}
-		return rec, nil
 	}
 	if err := r.sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
@@ -103,31 +125,103 @@ func (r *FileReader) Next() (*Record, error) {
 	return nil, io.EOF
 }
 
+// parse parses line number n; a bad line is a sticky *LineError.
+func (r *FileReader) parse(b []byte, n int) (*Record, error) {
+	rec, err := ParseLine(b, LineDefaults{Topic: r.opts.DefaultTopic, Offset: int64(n - 1)})
+	if err != nil {
+		r.err = &LineError{File: r.name, Line: n, Err: err}
+		return nil, r.err
+	}
+	return rec, nil
+}
+
 // Poll returns up to max records, mirroring Consumer.Poll so the runtime can treat a file as a
-// source. maxWait is ignored (a file never waits). At the end it returns the last records with
-// a nil error, then (nil, io.EOF); a *LineError likewise comes after the records before it.
+// source. maxWait is ignored (a file never waits); a poll may return fewer than max records
+// (it gathers at most pollBytes of lines). At the end it returns the last records with a nil
+// error, then (nil, io.EOF); a *LineError likewise comes after the records before it.
 func (r *FileReader) Poll(ctx context.Context, max int, maxWait time.Duration) ([]*Record, error) {
 	if max <= 0 {
 		max = 1
 	}
-	var out []*Record
-	for len(out) < max {
-		if err := ctx.Err(); err != nil {
-			if len(out) > 0 {
-				return out, nil
-			}
-			return nil, err
-		}
-		rec, err := r.Next()
-		if err != nil {
-			if len(out) > 0 {
-				return out, nil // the error is sticky: the next call returns it
-			}
-			return nil, err
-		}
-		out = append(out, rec)
+	if r.err != nil {
+		return nil, r.err
 	}
-	return out, nil
+	if cap(r.lines) > 4*pollBytes {
+		r.lines = nil // one huge line is not kept for the rest of the file
+	}
+	r.lines, r.spans = r.lines[:0], r.spans[:0]
+	var ctxErr error
+	for len(r.spans) < max && len(r.lines) < pollBytes {
+		if ctxErr = ctx.Err(); ctxErr != nil {
+			break
+		}
+		b, err := r.scan()
+		if err != nil {
+			break // sticky: returned after the records gathered
+		}
+		r.lines = append(r.lines, b...)
+		r.spans = append(r.spans, lineSpan{end: len(r.lines), line: r.line})
+	}
+	out := r.parseAll()
+	switch {
+	case len(out) > 0:
+		return out, nil
+	case r.err != nil:
+		return nil, r.err
+	default:
+		return nil, ctxErr
+	}
+}
+
+// parseAll parses the gathered lines, on several goroutines when there are many, and returns
+// the records before the first bad line (whose error becomes the sticky one: it comes before
+// any end of the file found after it).
+func (r *FileReader) parseAll() []*Record {
+	n := len(r.spans)
+	out := make([]*Record, n)
+	w := min(r.workers, n/parallelLines)
+	if w < 2 {
+		start := 0
+		for i, sp := range r.spans {
+			rec, err := r.parse(r.lines[start:sp.end], sp.line)
+			if err != nil {
+				return out[:i]
+			}
+			out[i], start = rec, sp.end
+		}
+		return out
+	}
+	bad := make([]int, w) // per goroutine: the index of its first bad line, or n
+	errs := make([]error, w)
+	per := (n + w - 1) / w
+	var wg sync.WaitGroup
+	for g := range w {
+		lo, hi := g*per, min((g+1)*per, n)
+		bad[g] = n
+		wg.Go(func() {
+			start := 0
+			if lo > 0 {
+				start = r.spans[lo-1].end
+			}
+			for i := lo; i < hi; i++ {
+				sp := r.spans[i]
+				rec, err := ParseLine(r.lines[start:sp.end], LineDefaults{Topic: r.opts.DefaultTopic, Offset: int64(sp.line - 1)})
+				if err != nil {
+					bad[g], errs[g] = i, err
+					return
+				}
+				out[i], start = rec, sp.end
+			}
+		})
+	}
+	wg.Wait()
+	for g := range w {
+		if i := bad[g]; i < n {
+			r.err = &LineError{File: r.name, Line: r.spans[i].line, Err: errs[g]}
+			return out[:i]
+		}
+	}
+	return out
 }
 
 // ReadFile reads every record of a kcat -J file (small files: fixtures,
