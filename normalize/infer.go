@@ -163,7 +163,9 @@ type inferTable struct {
 
 // inferRow types a schemaless row against the table's inferred schema,
 // widening it when needed. skip reports fields to leave out (unwrap metadata).
-func (n *Normalizer) inferRow(tkey, tid TableID, topic string, r *envelope.Row, skip func(string) bool) (*Schema, []any, *cerr) {
+// With u (Unordered) it never widens: a row that needs the schema changed
+// sets u.order and returns nothing.
+func (n *Normalizer) inferRow(tkey, tid TableID, topic string, r *envelope.Row, skip func(string) bool, u *Pending) (*Schema, []any, *cerr) {
 	it := n.inferTableFor(tkey)
 	it.mu.Lock()
 	cur := it.cur
@@ -206,11 +208,21 @@ func (n *Normalizer) inferRow(tkey, tid TableID, topic string, r *envelope.Row, 
 			if itypeEqual(w, old) {
 				continue
 			}
+			if u != nil {
+				it.mu.Unlock()
+				u.order = true
+				return nil, nil, nil
+			}
 			if next == nil {
 				next = cur.clone()
 			}
 			next.types[idx] = w
 			continue
+		}
+		if u != nil {
+			it.mu.Unlock()
+			u.order = true
+			return nil, nil, nil
 		}
 		if next == nil {
 			next = cur.clone()
@@ -233,6 +245,7 @@ func (n *Normalizer) inferRow(tkey, tid TableID, topic string, r *envelope.Row, 
 		next.build()
 		it.cur = next
 		cur = next
+		n.inferGen.Add(1)
 	}
 	it.mu.Unlock()
 	if cur == nil { // row with no columns at all

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/cdcsink/cdc-sink/envelope"
 	"github.com/cdcsink/cdc-sink/quarantine"
@@ -82,6 +83,9 @@ type Normalizer struct {
 
 	mu       sync.Mutex
 	inferred map[TableID]*inferTable
+	// inferGen counts the changes of any inferred schema: the state that
+	// makes normalizing depend on the events before (Unordered).
+	inferGen atomic.Uint64
 	// topicTables: topic → TableID last seen in a full envelope (string → TableID).
 	topicTables sync.Map
 }
@@ -303,6 +307,62 @@ func (n *Normalizer) readMeta(cp *compiled, r *envelope.Row) flatMeta {
 // counts them as skipped). rec may be nil (then Coord is zero and the topic
 // is unknown). Permanent failures are *quarantine.Error.
 func (n *Normalizer) Normalize(ev *envelope.Event, rec *source.Record) (*Change, error) {
+	return n.normalize(ev, rec, nil)
+}
+
+// Pending is an event normalized ahead of stream order (Unordered), for Ordered.
+type Pending struct {
+	c   *Change
+	err error
+	// ready: c and err are the event's (else, the zero Pending too, it is
+	// normalized in stream order); order: it must be (it reads or writes
+	// what earlier events write); gen: inferGen before it was read
+	ready, order bool
+	gen          uint64
+	// the topic's table, which Normalize would have recorded
+	topic    string
+	tid      TableID
+	remember bool
+}
+
+// Unordered normalizes ev the way Normalize would in its place in the
+// stream, but may run ahead of that place, concurrently with the normalizing
+// of the events before it: the decoding goroutines normalize a poll's
+// records with it (normalizing was the runtime's one sequential step).
+// Normalizing depends on the events before only through two pieces of
+// state: the schemaless tables' inferred schemas, which Unordered reads but
+// never changes (a row that would widen them is left for Ordered), and a
+// topic's last table, which tombstones and flattened rows read (left for
+// Ordered) and full envelopes write (deferred to Ordered).
+func (n *Normalizer) Unordered(ev *envelope.Event, rec *source.Record) Pending {
+	u := Pending{gen: n.inferGen.Load()}
+	if ev == nil || ev.Kind == envelope.KindTombstone || ev.Flattened || (ev.Kind == envelope.KindChange && ev.Source.Table == "") {
+		u.order = true
+		return u
+	}
+	u.c, u.err = n.normalize(ev, rec, &u)
+	u.ready = !u.order
+	return u
+}
+
+// Ordered completes u, from Unordered(ev, rec), in stream order: called for
+// each event in order (and Normalize for the others), it returns what
+// Normalize would have. That is u's result when no inferred schema changed
+// since u read them, else ev normalized again.
+func (n *Normalizer) Ordered(u Pending, ev *envelope.Event, rec *source.Record) (*Change, error) {
+	if !u.ready || n.inferGen.Load() != u.gen {
+		return n.Normalize(ev, rec)
+	}
+	if u.remember {
+		n.rememberTopic(u.topic, u.tid)
+	}
+	return u.c, u.err
+}
+
+// normalize is Normalize; with u (Unordered) it leaves the topic's table to
+// u and stops with u.order set where Normalize would change an inferred
+// schema.
+func (n *Normalizer) normalize(ev *envelope.Event, rec *source.Record, u *Pending) (*Change, error) {
 	if ev == nil {
 		return nil, quarantine.Errorf(quarantine.MalformedEvent, "nil event")
 	}
@@ -377,7 +437,11 @@ func (n *Normalizer) Normalize(ev *envelope.Event, rec *source.Record) (*Change,
 	if tid.Table == "" {
 		tid = n.tableFromTopic(c.Coord.Topic)
 	} else if c.Coord.Topic != "" && !ev.Flattened {
-		n.rememberTopic(c.Coord.Topic, tid)
+		if u != nil {
+			u.topic, u.tid, u.remember = c.Coord.Topic, tid, true
+		} else {
+			n.rememberTopic(c.Coord.Topic, tid)
+		}
 	}
 	c.Table = tid
 	c.SourceOp = op
@@ -474,7 +538,10 @@ func (n *Normalizer) Normalize(ev *envelope.Event, rec *source.Record) (*Change,
 			if ev.Flattened {
 				skip = func(s string) bool { return strings.HasPrefix(s, n.prefix) }
 			}
-			s, row, e := n.inferRow(tkey, tid, c.Coord.Topic, data, skip)
+			s, row, e := n.inferRow(tkey, tid, c.Coord.Topic, data, skip, u)
+			if u != nil && u.order {
+				return nil, nil
+			}
 			if e != nil {
 				return nil, n.colErr(tid, c.Coord.Topic, e)
 			}

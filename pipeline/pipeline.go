@@ -33,6 +33,14 @@ type Normalizer interface {
 	Normalize(ev *envelope.Event, rec *source.Record) (*normalize.Change, error)
 }
 
+// unorderedNormalizer is the rest of normalize.Normalizer's: staging
+// normalizes a poll's records on the decoding goroutines with Unordered,
+// then completes them in stream order with Ordered.
+type unorderedNormalizer interface {
+	Unordered(ev *envelope.Event, rec *source.Record) normalize.Pending
+	Ordered(u normalize.Pending, ev *envelope.Event, rec *source.Record) (*normalize.Change, error)
+}
+
 // Rules is rules.Set's method set: the quality rules checked on every change
 // after normalization, before versioning and the fold.
 type Rules interface {
@@ -226,11 +234,19 @@ func (p *Pipeline) stage(ctx context.Context, r *source.Record) (st staged, ok b
 
 // stageAll stages recs (stage) and returns the staged prefix: all of them
 // unless ctx ended. Decoding, a pure function of each record, is spread over
-// up to workers goroutines; normalizing stays sequential, in stream order.
+// up to workers goroutines; so is normalizing, with a Normalizer that can
+// normalize ahead of stream order (Unordered), each record then completed in
+// stream order (Ordered: again, in the rare case that an earlier record
+// changed what it read).
 func (p *Pipeline) stageAll(ctx context.Context, recs []*source.Record, workers int) []staged {
 	out := make([]staged, len(recs))
 	evs := make([]*envelope.Event, len(recs))
 	ok := make([]bool, len(recs))
+	un, _ := p.cfg.Normalizer.(unorderedNormalizer)
+	var pend []normalize.Pending
+	if un != nil {
+		pend = make([]normalize.Pending, len(recs))
+	}
 	decode := func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			ev, err := p.decode(ctx, recs[i])
@@ -238,6 +254,9 @@ func (p *Pipeline) stageAll(ctx context.Context, recs []*source.Record, workers 
 				return // the rest of the chunk stays unstaged
 			}
 			evs[i], out[i], ok[i] = ev, staged{err: err}, true
+			if un != nil && err == nil && isData(ev) {
+				pend[i] = un.Unordered(ev, recs[i])
+			}
 		}
 	}
 	if workers = min(workers, len(recs)/minDecodeChunk); workers <= 1 {
@@ -260,7 +279,11 @@ func (p *Pipeline) stageAll(ctx context.Context, recs []*source.Record, workers 
 		}
 		st := &out[i]
 		if st.data = st.err == nil && isData(evs[i]); st.data {
-			st.c, st.err = p.cfg.Normalizer.Normalize(evs[i], r)
+			if un != nil {
+				st.c, st.err = un.Ordered(pend[i], evs[i], r)
+			} else {
+				st.c, st.err = p.cfg.Normalizer.Normalize(evs[i], r)
+			}
 		}
 	}
 	return out
