@@ -319,10 +319,9 @@ type Pending struct {
 	// what earlier events write); gen: inferGen before it was read
 	ready, order bool
 	gen          uint64
-	// the topic's table, which Normalize would have recorded
-	topic    string
-	tid      TableID
-	remember bool
+	// remember: the change whose topic and table Normalize would have
+	// recorded as the topic's (kept when err is not nil too)
+	remember *Change
 }
 
 // Unordered normalizes ev the way Normalize would in its place in the
@@ -353,8 +352,8 @@ func (n *Normalizer) Ordered(u Pending, ev *envelope.Event, rec *source.Record) 
 	if !u.ready || n.inferGen.Load() != u.gen {
 		return n.Normalize(ev, rec)
 	}
-	if u.remember {
-		n.rememberTopic(u.topic, u.tid)
+	if c := u.remember; c != nil {
+		n.rememberTopic(c.Coord.Topic, c.Table)
 	}
 	return u.c, u.err
 }
@@ -438,7 +437,7 @@ func (n *Normalizer) normalize(ev *envelope.Event, rec *source.Record, u *Pendin
 		tid = n.tableFromTopic(c.Coord.Topic)
 	} else if c.Coord.Topic != "" && !ev.Flattened {
 		if u != nil {
-			u.topic, u.tid, u.remember = c.Coord.Topic, tid, true
+			u.remember = c // its Table is tid, below
 		} else {
 			n.rememberTopic(c.Coord.Topic, tid)
 		}
