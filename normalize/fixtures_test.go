@@ -7,7 +7,6 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -28,20 +27,7 @@ func loadKcat(t testing.TB, path string) []*source.Record {
 
 func realDecoder(t testing.TB) *envelope.Decoder {
 	t.Helper()
-	reg := envelope.NewMemoryRegistry()
-	files, _ := filepath.Glob(filepath.Join(realDir, "avro-schemas", "*.avsc"))
-	for _, f := range files {
-		id, err := strconv.Atoi(strings.TrimSuffix(filepath.Base(f), ".avsc"))
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		reg.Set(id, string(b))
-	}
-	return envelope.NewDecoder(envelope.Options{Registry: reg})
+	return envelope.NewDecoder(envelope.Options{Registry: RealRegistry(t)})
 }
 
 // realChanges decodes and normalizes one topic file; nil entries are skipped

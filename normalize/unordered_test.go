@@ -3,11 +3,9 @@ package normalize_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"reflect"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 
@@ -92,25 +90,8 @@ func unorderedStreams(t *testing.T) map[string][]*source.Record {
 	return out
 }
 
-func realRegistry(t *testing.T) *envelope.MemoryRegistry {
-	reg := envelope.NewMemoryRegistry()
-	files, _ := filepath.Glob("../envelope/testdata/real/avro-schemas/*.avsc")
-	for _, f := range files {
-		id, err := strconv.Atoi(strings.TrimSuffix(filepath.Base(f), ".avsc"))
-		if err != nil {
-			continue
-		}
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		reg.Set(id, string(b))
-	}
-	return reg
-}
-
 func decodeAll(t *testing.T, recs []*source.Record) []*envelope.Event {
-	d := envelope.NewDecoder(envelope.Options{Registry: realRegistry(t)})
+	d := envelope.NewDecoder(envelope.Options{Registry: normalize.RealRegistry(t)})
 	evs := make([]*envelope.Event, len(recs))
 	for i, r := range recs {
 		ev, err := d.Decode(context.Background(), r)
