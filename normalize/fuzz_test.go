@@ -2,6 +2,7 @@ package normalize
 
 import (
 	"math"
+	"reflect"
 	"testing"
 
 	"github.com/cdcsink/cdc-sink/envelope"
@@ -218,6 +219,53 @@ func FuzzNormalize(f *testing.F) {
 			_ = KeyID(c.Key)
 			for i, v := range c.Row {
 				checkKind(t, c.Schema.Columns[i].Type, v)
+			}
+		}
+	})
+}
+
+// FuzzUnorderedMatchesNormalize: random events (schemaless and typed rows,
+// keys, tombstones, flattened rows, topics) normalized ahead of stream order
+// with Unordered, the last one first, then completed in order with Ordered,
+// give what Normalize gives in stream order.
+func FuzzUnorderedMatchesNormalize(f *testing.F) {
+	f.Add([]byte{})
+	f.Add([]byte{1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20})
+	f.Add([]byte("the quick brown fox jumps over the lazy dog, twice: the quick brown fox jumps over the lazy dog"))
+	f.Add([]byte{1, 1, 1, 11, 16, 1, 0, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1})
+	topics := []string{"dbz.public.t", "dbz.public.u", "t"}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		g := &gen{b: data}
+		evs := make([]*envelope.Event, 2+g.n(5))
+		recs := make([]*source.Record, len(evs))
+		for i := range evs {
+			evs[i] = g.event()
+			recs[i] = &source.Record{Topic: topics[g.n(len(topics))], Offset: int64(i)}
+		}
+		type out struct {
+			c   *Change
+			err string
+		}
+		text := func(err error) string {
+			if err == nil {
+				return ""
+			}
+			return err.Error()
+		}
+		seq, un := newN(t, Options{}), newN(t, Options{})
+		want := make([]out, len(evs))
+		for i, ev := range evs {
+			c, err := seq.Normalize(ev, recs[i])
+			want[i] = out{c, text(err)}
+		}
+		pend := make([]Pending, len(evs))
+		for i := len(evs) - 1; i >= 0; i-- {
+			pend[i] = un.Unordered(evs[i], recs[i])
+		}
+		for i, ev := range evs {
+			c, err := un.Ordered(pend[i], ev, recs[i])
+			if got := (out{c, text(err)}); !reflect.DeepEqual(got, want[i]) {
+				t.Fatalf("event %d: Unordered+Ordered %+v %q, Normalize %+v %q", i, got.c, got.err, want[i].c, want[i].err)
 			}
 		}
 	})

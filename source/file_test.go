@@ -15,7 +15,7 @@ import (
 // fileLines writes n random records as kcat lines, with blank lines and lines
 // without coordinates among them, and returns the text and what Next reads
 // from it one line at a time (the definition Poll must match).
-func fileLines(t *testing.T, n int) (string, []*Record) {
+func fileLines(t testing.TB, n int) (string, []*Record) {
 	t.Helper()
 	r := rand.New(rand.NewPCG(5, 6))
 	var buf bytes.Buffer
@@ -197,4 +197,46 @@ func TestFileReaderPollCancelled(t *testing.T) {
 	if err != io.EOF || len(got) != len(want) {
 		t.Fatalf("after the cancelled poll: %d records, %v", len(got), err)
 	}
+}
+
+// FuzzFileReaderPollMatchesNext: for any file, polls of any size parsed on
+// several goroutines return what reading line by line does, the same error
+// at the same line included.
+func FuzzFileReaderPollMatchesNext(f *testing.F) {
+	text, _ := fileLines(f, 40)
+	f.Add(text, uint8(7), uint8(3))
+	f.Add("{\"topic\":\"t\"}\n\n{\"topic\":\"t\",\"offset\":-1}\n{}\n", uint8(1), uint8(2))
+	f.Add(strings.Repeat(`{"payload":"x"}`+"\n", 200)+"{\n", uint8(200), uint8(4))
+	f.Fuzz(func(t *testing.T, text string, max, workers uint8) {
+		opts := FileOptions{DefaultTopic: "dflt", MaxLineBytes: 1 << 12}
+		seq := NewFileReader(strings.NewReader(text), "f", opts)
+		var want []*Record
+		var wantErr error
+		for {
+			rec, err := seq.Next()
+			if err != nil {
+				wantErr = err
+				break
+			}
+			want = append(want, rec)
+		}
+		fr := NewFileReader(strings.NewReader(text), "f", opts)
+		fr.workers = 1 + int(workers%6)
+		var got []*Record
+		var err error
+		for {
+			var batch []*Record
+			batch, err = fr.Poll(context.Background(), 1+int(max), 0)
+			if err != nil {
+				break
+			}
+			got = append(got, batch...)
+		}
+		if err.Error() != wantErr.Error() || len(got) != len(want) {
+			t.Fatalf("Poll: %d records then %v; Next: %d then %v", len(got), err, len(want), wantErr)
+		}
+		for i := range want {
+			equalRecords(t, want[i], got[i])
+		}
+	})
 }
