@@ -68,9 +68,12 @@ type finalState struct {
 
 // foldResult is the result of folding one batch for one table.
 type foldResult struct {
-	Finals    []*finalState
-	Outcomes  []foldOutcome // aligned with the input changes
-	Truncate  *normalize.Change
+	Finals   []*finalState
+	Outcomes []foldOutcome // aligned with the input changes
+	Truncate *normalize.Change
+	// Keys are the encoded keys of the changes that carry one (first seen
+	// first): what batchKeys needs, without encoding them again.
+	Keys      []string
 	Stale     int
 	Duplicate int
 	Conflicts []int // indexes into the input of changes in version_conflict
@@ -85,12 +88,21 @@ type foldResult struct {
 // once, for every key of the batch (first seen first).
 func foldBatch(changes []*normalize.Change, stored func(keys []string) []storedKey) *foldResult {
 	f := &foldResult{Outcomes: make([]foldOutcome, len(changes))}
+	// One allocation each for the groups, their change indexes and the
+	// finals of a batch, not one per key: per-key objects were a tenth of
+	// a changes replay's allocations (bench/README.md, *Allocations on the
+	// write path*).
 	type group struct {
-		key string
-		idx []int
+		key    string
+		idx    []int
+		n      int   // changes of the key
+		hasKey bool  // some change carries a key (batchKeys)
+		pos    int32 // in order
 	}
 	groups := make(map[string]*group, len(changes))
+	slab := make([]group, 0, len(changes)) // never grows: pointers into it stay valid
 	var order []*group
+	groupOf := make([]int32, len(changes)) // into order; -1: a truncate
 	var keyBuf []byte
 	for i, c := range changes {
 		if c.Op == normalize.OpTruncate {
@@ -98,16 +110,34 @@ func foldBatch(changes []*normalize.Change, stored func(keys []string) []storedK
 				f.Truncate = c
 			}
 			f.Outcomes[i] = outApplied
+			groupOf[i] = -1
 			continue
 		}
 		keyBuf = AppendKey(keyBuf[:0], c.Key)
 		g, ok := groups[string(keyBuf)]
 		if !ok {
-			g = &group{key: string(keyBuf)}
+			slab = append(slab, group{key: string(keyBuf), pos: int32(len(order))})
+			g = &slab[len(slab)-1]
 			groups[g.key] = g
 			order = append(order, g)
 		}
-		g.idx = append(g.idx, i)
+		g.n++
+		g.hasKey = g.hasKey || c.Key != nil
+		groupOf[i] = g.pos
+	}
+	{
+		idx := make([]int, len(changes))
+		at := 0
+		for _, g := range order {
+			g.idx = idx[at : at : at+g.n]
+			at += g.n
+		}
+		for i, gi := range groupOf {
+			if gi >= 0 {
+				g := order[gi]
+				g.idx = append(g.idx, i) // within its share: stream order kept
+			}
+		}
 	}
 	// Primary-key changes: the image each key had right before each of its
 	// deletes (by the delete's version), and for each new key the old key its
@@ -121,7 +151,11 @@ func foldBatch(changes []*normalize.Change, stored func(keys []string) []storedK
 	keys := make([]string, len(order))
 	for i, g := range order {
 		keys[i] = g.key
+		if g.hasKey {
+			f.Keys = append(f.Keys, g.key)
+		}
 	}
+	finSlab := make([]finalState, 0, len(order)) // never grows, as slab
 	sts := stored(keys)
 	for gi, g := range order {
 		slices.SortStableFunc(g.idx, func(a, b int) int {
@@ -203,8 +237,9 @@ func foldBatch(changes []*normalize.Change, stored func(keys []string) []storedK
 			}
 		}
 		if cur != nil {
-			fin := &finalState{Key: g.key, Change: cur, Row: curRow, Deleted: cur.Op == normalize.OpDelete, Op: opLetter(cur),
-				Stored: st, Looked: true}
+			finSlab = append(finSlab, finalState{Key: g.key, Change: cur, Row: curRow, Deleted: cur.Op == normalize.OpDelete, Op: opLetter(cur),
+				Stored: st, Looked: true})
+			fin := &finSlab[len(finSlab)-1]
 			for _, v := range curRow {
 				if normalize.IsUnavailable(v) {
 					fin.NeedStored = true

@@ -207,3 +207,33 @@ func TestFoldTombstoneAfterDeleteIsDuplicate(t *testing.T) {
 		t.Fatalf("conflicts=%v dup=%d finals=%+v", f.Conflicts, f.Duplicate, f.Finals)
 	}
 }
+
+// TestFoldAllocationsPerKey: a batch's groups, change indexes and finals
+// come from one allocation each, so folding allocates about one object per
+// key (its encoded string), not four; the keys batchKeys needs are the
+// fold's, in first-seen order, with every change's key once.
+func TestFoldAllocationsPerKey(t *testing.T) {
+	const keys = 2000
+	var changes []*normalize.Change
+	for i := range 2 * keys { // every key twice, interleaved
+		id := int64(i % keys)
+		changes = append(changes, ch(id, 'u', "s", "1.00", v(uint64(i+1))))
+	}
+	f := foldBatch(changes, noneStored)
+	if len(f.Finals) != keys || len(f.Keys) != keys {
+		t.Fatalf("finals %d, keys %d; want %d each", len(f.Finals), len(f.Keys), keys)
+	}
+	for i, k := range f.Keys {
+		if k != keyOf(int64(i)) {
+			t.Fatalf("Keys[%d] = %q, want the key of %d (first seen first)", i, k, i)
+		}
+		if fin := f.Finals[i]; fin.Key != k || fin.Change != changes[keys+i] {
+			t.Fatalf("final %d: key %q change %p, want %q and the key's second change", i, fin.Key, fin.Change, k)
+		}
+	}
+	allocs := testing.AllocsPerRun(5, func() { foldBatch(changes, noneStored) })
+	t.Logf("foldBatch of %d keys, %d changes: %.0f allocations", keys, len(changes), allocs)
+	if allocs > keys+keys/4 {
+		t.Errorf("foldBatch of %d keys: %.0f allocations, want at most %d (about one per key)", keys, allocs, keys+keys/4)
+	}
+}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/cdcsink/cdc-sink/delta"
 	"github.com/cdcsink/cdc-sink/layout"
-	"github.com/cdcsink/cdc-sink/normalize"
 	"github.com/cdcsink/cdc-sink/versioning"
 )
 
@@ -56,14 +55,10 @@ type rebaseOp struct {
 
 // batchKeys is the keys (AppendKey encoding) whose stored rows a batch
 // reads or replaces.
-func batchKeys(changes []*normalize.Change, finals []*finalState) map[string]struct{} {
-	out := make(map[string]struct{}, len(changes)+len(finals))
-	var buf []byte
-	for _, c := range changes {
-		if c.Key != nil {
-			buf = AppendKey(buf[:0], c.Key)
-			out[string(buf)] = struct{}{}
-		}
+func batchKeys(keys []string, finals []*finalState) map[string]struct{} {
+	out := make(map[string]struct{}, len(keys)+len(finals))
+	for _, k := range keys {
+		out[k] = struct{}{}
 	}
 	for _, f := range finals {
 		out[f.Key] = struct{}{}

@@ -792,7 +792,7 @@ func (t *Table) applyOnce(ctx context.Context, b *Batch, reject func(context.Con
 		// the plan depends on its own keys' rows only: a winner that
 		// changed other keys is rebased over, not re-planned
 		rb = &rebaseLog{}
-		plan.winners = t.winnerCheck(batchKeys(usable, finals), rb)
+		plan.winners = t.winnerCheck(batchKeys(folded.Keys, finals), rb)
 	}
 	params := map[string]any{
 		"batchId": batchID, "sink": t.opts.Sink, "instance": t.opts.Instance,

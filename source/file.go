@@ -64,6 +64,9 @@ type FileReader struct {
 	lines   []byte
 	spans   []lineSpan
 	workers int
+	// known is the topic of the last line parsed: the lines after it that name
+	// the same topic share its string.
+	known string
 }
 
 type lineSpan struct{ end, line int }
@@ -127,11 +130,12 @@ func (r *FileReader) scan() ([]byte, error) {
 
 // parse parses line number n; a bad line is a sticky *LineError.
 func (r *FileReader) parse(b []byte, n int) (*Record, error) {
-	rec, err := ParseLine(b, LineDefaults{Topic: r.opts.DefaultTopic, Offset: int64(n - 1)})
+	rec, err := ParseLine(b, LineDefaults{Topic: r.opts.DefaultTopic, Offset: int64(n - 1), known: r.known})
 	if err != nil {
 		r.err = &LineError{File: r.name, Line: n, Err: err}
 		return nil, r.err
 	}
+	r.known = rec.Topic
 	return rec, nil
 }
 
@@ -203,18 +207,22 @@ func (r *FileReader) parseAll() []*Record {
 			if lo > 0 {
 				start = r.spans[lo-1].end
 			}
+			known := r.known
 			for i := lo; i < hi; i++ {
 				sp := r.spans[i]
-				rec, err := ParseLine(r.lines[start:sp.end], LineDefaults{Topic: r.opts.DefaultTopic, Offset: int64(sp.line - 1)})
+				rec, err := ParseLine(r.lines[start:sp.end], LineDefaults{Topic: r.opts.DefaultTopic, Offset: int64(sp.line - 1), known: known})
 				if err != nil {
 					bad[g], errs[g] = i, err
 					return
 				}
-				out[i], start = rec, sp.end
+				out[i], start, known = rec, sp.end, rec.Topic
 			}
 		})
 	}
 	wg.Wait()
+	if last := out[n-1]; last != nil {
+		r.known = last.Topic
+	}
 	for g := range w {
 		if i := bad[g]; i < n {
 			r.err = &LineError{File: r.name, Line: r.spans[i].line, Err: errs[g]}

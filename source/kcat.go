@@ -37,6 +37,10 @@ type LineDefaults struct {
 	Topic     string
 	Partition int32
 	Offset    int64
+
+	// known is a topic the caller has (the last line's): a line naming it
+	// shares its string rather than allocating another.
+	known string
 }
 
 // kcatLine is the decoded shape of one line. Pointers distinguish absent/null from zero.
@@ -59,9 +63,19 @@ type kcatLine struct {
 // well-formed record line; it never panics.
 func ParseLine(line []byte, d LineDefaults) (*Record, error) {
 	line = bytes.TrimRight(line, "\r")
-	l, key, payload, hs, hasHs, fast := parseFast(line)
+	var h lineHolder
+	known := d.known
+	if known == "" {
+		known = d.Topic
+	}
+	l, key, payload, hs, hasHs, fast := parseFast(line, &h, known)
 	if !fast {
-		if err := json.Unmarshal(line, &l); err != nil {
+		// into its own variable: l, which the fast path's members point
+		// from into h, then stays on the stack with h
+		sl := new(kcatLine)
+		err := json.Unmarshal(line, sl)
+		l = *sl
+		if err != nil {
 			return nil, fmt.Errorf("malformed kcat JSON line: %w", err)
 		}
 		if t := bytes.TrimLeft(line, " \t\n\r"); len(t) == 0 || t[0] != '{' {
@@ -87,9 +101,11 @@ func ParseLine(line []byte, d LineDefaults) (*Record, error) {
 		}
 		rec.Offset = *l.Offset
 	}
-	switch l.TsType {
-	case "create", "logappend":
-		rec.TimestampType = l.TsType
+	switch l.TsType { // the constants, not l's string: l (and h) then stay on the stack
+	case "create":
+		rec.TimestampType = "create"
+	case "logappend":
+		rec.TimestampType = "logappend"
 	}
 	if l.Ts != nil && *l.Ts >= 0 {
 		rec.Timestamp = time.UnixMilli(*l.Ts).UTC()

@@ -18,8 +18,12 @@ import (
 // copied): a third of replay's CPU was this line parsing. The text
 // "headers" member is read straight into hs (hasHs: present, not null),
 // not into l.Headers: four allocations a header fewer.
-func parseFast(line []byte) (l kcatLine, key, payload []byte, hs []Header, hasHs, ok bool) {
-	p := fastParser{b: line}
+//
+// The scalar members point into h (the caller's, so that they need no
+// allocation of their own), and a topic equal to known is known itself: a
+// file's lines mostly name one topic.
+func parseFast(line []byte, h *lineHolder, known string) (l kcatLine, key, payload []byte, hs []Header, hasHs, ok bool) {
+	p := fastParser{b: line} // h is kept apart: p's contents escape (scan's pool)
 	p.ws()
 	if !p.eat('{') {
 		return l, nil, nil, nil, false, false
@@ -50,7 +54,7 @@ func parseFast(line []byte) (l kcatLine, key, payload []byte, hs []Header, hasHs
 				return l, nil, nil, nil, false, false
 			}
 			seen |= 1 << field
-			if !p.member(field, &l, &key, &payload) {
+			if !p.member(field, &l, h, known, &key, &payload) {
 				return l, nil, nil, nil, false, false
 			}
 		}
@@ -59,6 +63,20 @@ func parseFast(line []byte) (l kcatLine, key, payload []byte, hs []Header, hasHs
 			continue
 		}
 		if p.eat('}') {
+			// pointed at here, not in member: a pointer stored through
+			// a pointer parameter escapes, and h with it
+			if p.got&(1<<fTopic) != 0 {
+				l.Topic = &h.topic
+			}
+			if p.got&(1<<fPartition) != 0 {
+				l.Partition = &h.partition
+			}
+			if p.got&(1<<fOffset) != 0 {
+				l.Offset = &h.offset
+			}
+			if p.got&(1<<fTs) != 0 {
+				l.Ts = &h.ts
+			}
 			return l, key, payload, p.hs, p.hasHs, p.end()
 		}
 		return l, nil, nil, nil, false, false
@@ -125,6 +143,16 @@ type fastParser struct {
 	i     int
 	hs    []Header
 	hasHs bool
+	got   uint16 // the scalar members read into the holder (bits by field)
+}
+
+// lineHolder holds the scalar members parseFast reads, for kcatLine's
+// pointers to point at.
+type lineHolder struct {
+	topic     string
+	partition int32
+	offset    int64
+	ts        int64
 }
 
 func (p *fastParser) ws() {
@@ -379,19 +407,44 @@ func (p *fastParser) optString() (*string, bool) {
 	return &s, true
 }
 
-func (p *fastParser) member(field int, l *kcatLine, key, payload *[]byte) bool {
+func (p *fastParser) member(field int, l *kcatLine, h *lineHolder, known string, key, payload *[]byte) bool {
 	var ok bool
 	switch field {
 	case fTopic:
-		l.Topic, ok = p.optString()
+		if p.null() {
+			return true
+		}
+		var v []byte
+		var sp *[]byte
+		if v, sp, ok = p.scan(); ok {
+			if string(v) == known {
+				h.topic = known
+			} else {
+				h.topic = string(v)
+			}
+			release(sp, v)
+			p.got |= 1 << fTopic
+		}
 	case fKeyB64:
 		l.KeyB64, ok = p.optString()
 	case fPayloadB64:
 		l.PayloadB64, ok = p.optString()
 	case fTsType:
-		var s *string
-		if s, ok = p.optString(); s != nil {
-			l.TsType = *s
+		if p.null() {
+			return true
+		}
+		var v []byte
+		var sp *[]byte
+		if v, sp, ok = p.scan(); ok {
+			switch string(v) {
+			case "create":
+				l.TsType = "create"
+			case "logappend":
+				l.TsType = "logappend"
+			default:
+				l.TsType = string(v)
+			}
+			release(sp, v)
 		}
 	case fKey, fPayload:
 		dst := key
@@ -411,8 +464,8 @@ func (p *fastParser) member(field int, l *kcatLine, key, payload *[]byte) bool {
 		}
 		var v int64
 		if v, ok = p.integer(-1<<31, 1<<31-1); ok {
-			x := int32(v)
-			l.Partition = &x
+			h.partition = int32(v)
+			p.got |= 1 << fPartition
 		}
 	case fOffset, fTs:
 		if p.null() {
@@ -421,9 +474,11 @@ func (p *fastParser) member(field int, l *kcatLine, key, payload *[]byte) bool {
 		var v int64
 		if v, ok = p.integer(-1<<63, 1<<63-1); ok {
 			if field == fOffset {
-				l.Offset = &v
+				h.offset = v
+				p.got |= 1 << fOffset
 			} else {
-				l.Ts = &v
+				h.ts = v
+				p.got |= 1 << fTs
 			}
 		}
 	case fHeaders:
@@ -436,7 +491,10 @@ func (p *fastParser) member(field int, l *kcatLine, key, payload *[]byte) bool {
 
 // headers reads null or the "headers" array into p.hs: key, value pairs,
 // the keys strings and the values strings or null. Anything parseHeaders
-// would refuse (an odd length, a null key) declines, for its error.
+// would refuse (an odd length, a null key) declines, for its error. The
+// keys and values are gathered first and copied out in one string, one
+// byte slice and one []Header: two allocations a header were a sixth of a
+// file replay's (bench/README.md, *Allocations on the write path*).
 func (p *fastParser) headers() bool {
 	if p.null() {
 		return true
@@ -449,34 +507,63 @@ func (p *fastParser) headers() bool {
 	if p.eat(']') {
 		return true
 	}
+	type span struct {
+		k, v int32 // ends in the key and value buffers
+		null bool
+	}
+	// on the stack while they fit (Debezium's few headers do): a pooled
+	// buffer would cost as much as the allocations saved
+	var spanArr [8]span
+	var kArr, vArr [512]byte
+	spans, kb, vb := spanArr[:0], kArr[:0], vArr[:0]
 	for {
 		p.ws()
 		k, sp, ok := p.scan()
 		if !ok {
 			return false // also a null key
 		}
-		h := Header{Key: string(k)}
+		kb = append(kb, k...)
 		release(sp, k)
 		p.ws()
 		if !p.eat(',') {
 			return false
 		}
 		p.ws()
-		if !p.null() {
+		null := p.null()
+		if !null {
 			v, sp, ok := p.scan()
 			if !ok {
 				return false
 			}
-			h.Value = append(make([]byte, 0, len(v)), v...) // "" is empty, not null
+			vb = append(vb, v...)
 			release(sp, v)
 		}
-		p.hs = append(p.hs, h)
+		if len(kb) > 1<<30 || len(vb) > 1<<30 {
+			return false // spans are int32; encoding/json decides
+		}
+		spans = append(spans, span{k: int32(len(kb)), v: int32(len(vb)), null: null})
 		p.ws()
 		if p.eat(',') {
 			continue
 		}
-		return p.eat(']')
+		if !p.eat(']') {
+			return false
+		}
+		break
 	}
+	keys := string(kb)
+	vals := make([]byte, len(vb)) // never nil: "" is empty, not null
+	copy(vals, vb)
+	p.hs = make([]Header, len(spans))
+	var k0, v0 int32
+	for i, s := range spans {
+		p.hs[i].Key = keys[k0:s.k]
+		if !s.null {
+			p.hs[i].Value = vals[v0:s.v:s.v]
+		}
+		k0, v0 = s.k, s.v
+	}
+	return true
 }
 
 // strings reads null or an array of strings and nulls.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // slowLine is ParseLine's encoding/json path alone: the definition.
@@ -46,7 +47,7 @@ func fastAsSlow(l kcatLine, key, payload []byte, hs []Header, hasHs bool) kcatLi
 
 func checkFast(t *testing.T, line []byte) bool {
 	t.Helper()
-	l, key, payload, hs, hasHs, ok := parseFast(bytes.TrimRight(line, "\r"))
+	l, key, payload, hs, hasHs, ok := parseFast(bytes.TrimRight(line, "\r"), &lineHolder{}, "")
 	if !ok {
 		return false
 	}
@@ -56,6 +57,13 @@ func checkFast(t *testing.T, line []byte) bool {
 	}
 	if got := fastAsSlow(l, key, payload, hs, hasHs); !reflect.DeepEqual(got, want) {
 		t.Fatalf("parseFast(%q) =\n%s\nencoding/json:\n%s", line, dump(got), dump(want))
+	}
+	// the same with a known topic, the line's own or another
+	for _, known := range []string{"t", "loja.public.orders"} {
+		l, key, payload, hs, hasHs, ok := parseFast(bytes.TrimRight(line, "\r"), &lineHolder{}, known)
+		if got := fastAsSlow(l, key, payload, hs, hasHs); !ok || !reflect.DeepEqual(got, want) {
+			t.Fatalf("parseFast(%q) with topic %q known = %v\n%s\nencoding/json:\n%s", line, known, ok, dump(got), dump(want))
+		}
 	}
 	return true
 }
@@ -140,7 +148,7 @@ func BenchmarkParseLine(b *testing.B) {
 	line := Encode(&Record{Topic: "loja.public.orders", Offset: 12345, Key: []byte(`{"id":1}`), Value: []byte(value),
 		Timestamp: time.UnixMilli(1793491200055).UTC(), TimestampType: "create",
 		Headers: []Header{{Key: "__debezium.context.connectorLogicalName", Value: []byte("loja")}}})
-	if _, _, _, _, _, ok := parseFast(line); !ok {
+	if _, _, _, _, _, ok := parseFast(line, &lineHolder{}, ""); !ok {
 		b.Fatalf("the benchmark line is not on the fast path: %s", line)
 	}
 	b.SetBytes(int64(len(line)))
@@ -184,5 +192,40 @@ func TestParseLineHeaders(t *testing.T) {
 		if gerr == nil && !reflect.DeepEqual(got.Headers, want) {
 			t.Errorf("%s: headers %#v, want %#v", line, got.Headers, want)
 		}
+	}
+}
+
+// TestParseLineAllocations: a line on the fast path costs the record, its
+// key and value, and three allocations for all of its headers (up to 8
+// headers of 512 bytes); a topic the
+// reader knows (the last line's) is shared, not allocated again.
+func TestParseLineAllocations(t *testing.T) {
+	// key and value without escapes: unescaping uses pooled buffers, whose
+	// allocations the race detector makes random (sync.Pool drops items)
+	line := Encode(&Record{Topic: "loja.public.orders", Partition: 1, Offset: 12345, Key: []byte(`id=1`),
+		Value: []byte(`op=c after=1`), Timestamp: time.UnixMilli(1793491200055).UTC(), TimestampType: "create",
+		Headers: []Header{{Key: "__debezium.context.connectorLogicalName", Value: []byte("loja")},
+			{Key: "__debezium.context.taskId", Value: []byte("0")}, {Key: "empty", Value: []byte{}}, {Key: "null"}}})
+	known := strings.Clone("loja.public.orders")
+	d := LineDefaults{known: known}
+	rec, err := ParseLine(line, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Topic != known || unsafe.StringData(rec.Topic) != unsafe.StringData(known) {
+		t.Errorf("topic %q is not the known topic's string", rec.Topic)
+	}
+	if len(rec.Headers) != 4 || rec.Headers[2].Value == nil || len(rec.Headers[2].Value) != 0 || rec.Headers[3].Value != nil ||
+		string(rec.Headers[0].Value) != "loja" || rec.Headers[1].Key != "__debezium.context.taskId" ||
+		cap(rec.Headers[0].Value) != len(rec.Headers[0].Value) {
+		t.Errorf("headers %+v", rec.Headers)
+	}
+	if rec.Partition != 1 || rec.Offset != 12345 || rec.TimestampType != "create" || rec.Timestamp.UnixMilli() != 1793491200055 {
+		t.Errorf("coordinates %+v", rec)
+	}
+	n := testing.AllocsPerRun(20, func() { ParseLine(line, d) })
+	t.Logf("ParseLine: %.0f allocations", n)
+	if n > 6 {
+		t.Errorf("ParseLine: %.0f allocations, want at most 6 (record, key, value, three for the headers)", n)
 	}
 }
