@@ -89,10 +89,29 @@ func inferOf(v any) (itype, bool) {
 				return itype{}, false
 			}
 		}
-		return itype{kind: Array, elem: &el}, true
+		return itype{kind: Array, elem: elemOf(el)}, true
 	}
 	return itype{}, false
 }
+
+// elemOf is a pointer to t, an array's element type. A scalar one is shared
+// (itypes are never changed through elem): inferring every array value's
+// type allocated an element type for it.
+func elemOf(t itype) *itype {
+	if t.elem == nil && int(t.kind) < len(scalarElems) {
+		return &scalarElems[t.kind]
+	}
+	p := new(itype) // not &t: t would be moved to the heap on every call
+	*p = t
+	return p
+}
+
+var scalarElems = func() (a [Struct + 1]itype) {
+	for k := range a {
+		a[k].kind = Kind(k)
+	}
+	return a
+}()
 
 func isIntLiteral(s string) bool {
 	if s == "" {
@@ -142,7 +161,7 @@ func widen(a, b itype) (itype, bool) {
 		if !ok {
 			return itype{}, false
 		}
-		return itype{kind: Array, elem: &e}, true
+		return itype{kind: Array, elem: elemOf(e)}, true
 	}
 	return itype{}, false
 }
@@ -341,7 +360,7 @@ func convertItype(t itype, v any) (any, *cerr) {
 		}
 		if x, ok := v.(envelope.Number); ok {
 			if i, err := strconv.ParseInt(string(x), 10, 64); err == nil {
-				return i, nil
+				return boxInt64(i), nil
 			}
 		}
 	case Double:
@@ -500,3 +519,22 @@ func (n *Normalizer) inferredColumn(tkey TableID, name string) (*conv, itype, bo
 	}
 	return cur.convs[idx], cur.types[idx], true
 }
+
+// boxInt64 is i as an any, from a table for small values: boxing an int64
+// allocates (the runtime shares only 0–255), and schemaless JSON's small
+// integers (counts, codes, small ids, dates as days) were one allocation
+// each (bench/README.md, *Allocations on the write path*).
+func boxInt64(i int64) any {
+	if uint64(i) < uint64(len(smallInt64s)) {
+		return smallInt64s[i]
+	}
+	return i
+}
+
+var smallInt64s = func() *[1 << 15]any { // boxed once at start: 768 KiB
+	var a [1 << 15]any
+	for i := range a {
+		a[i] = int64(i)
+	}
+	return &a
+}()

@@ -1,6 +1,7 @@
 package normalize
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/cdcsink/cdc-sink/envelope"
@@ -175,5 +176,34 @@ func TestSchemalessKeyWithSchemaValue(t *testing.T) {
 	c, err := n.Normalize(ev, rec(0))
 	if err != nil || c.Key[0] != int32(1) {
 		t.Fatalf("%v %#v", err, c.Key)
+	}
+}
+
+// TestSchemalessIntegersAndArraysShared: a schemaless integer below 2^15
+// comes boxed from a table and a scalar array element type is shared, so
+// neither allocates, and both read back exactly as before.
+func TestSchemalessIntegersAndArraysShared(t *testing.T) {
+	for _, n := range []string{"0", "1", "255", "256", "20785", "32767", "32768", "-1", "-32768", "9223372036854775807", "-9223372036854775808"} {
+		want, _ := strconv.ParseInt(n, 10, 64)
+		got, ce := convertItype(itype{kind: Long}, envelope.Number(n))
+		if ce != nil || got != any(want) {
+			t.Errorf("convertItype(Long, %s) = %#v, %v; want int64 %d", n, got, ce, want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { convertItype(itype{kind: Long}, envelope.Number("20785")) }); n != 0 {
+		t.Errorf("a small integer: %.0f allocations, want 0", n)
+	}
+	var tags any = []any{"gift", nil, "promo"} // boxed once, as a decoded row holds it
+	a, ok := inferOf(tags)
+	b, _ := inferOf([]any{"x"})
+	if !ok || a.kind != Array || a.elem.kind != String || a.elem != b.elem {
+		t.Errorf("inferOf(strings) = %+v (elem %p, another's %p): want one shared string element type", a, a.elem, b.elem)
+	}
+	nested, _ := inferOf([]any{[]any{int64(1)}})
+	if nested.elem.kind != Array || nested.elem.elem.kind != Long || nested.elem == &scalarElems[Array] {
+		t.Errorf("inferOf(nested) = %+v: an array element type is not shared", nested.elem)
+	}
+	if n := testing.AllocsPerRun(100, func() { inferOf(tags) }); n != 0 {
+		t.Errorf("inferOf(array of strings): %.0f allocations, want 0", n)
 	}
 }
