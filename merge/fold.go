@@ -89,7 +89,7 @@ type foldResult struct {
 func foldBatch(changes []*normalize.Change, stored func(keys []string) []storedKey) *foldResult {
 	f := &foldResult{Outcomes: make([]foldOutcome, len(changes))}
 	// One allocation each for the groups, their change indexes and the
-	// finals of a batch, not one per key: per-key objects were a tenth of
+	// finals of a batch, not one per key: per-key objects were 6% of
 	// a changes replay's allocations (bench/README.md, *Allocations on the
 	// write path*).
 	type group struct {
