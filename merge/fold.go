@@ -95,14 +95,12 @@ func foldBatch(changes []*normalize.Change, stored func(keys []string) []storedK
 	type group struct {
 		key    string
 		idx    []int
-		n      int   // changes of the key
-		hasKey bool  // some change carries a key (batchKeys)
-		pos    int32 // in order
+		n      int  // changes of the key
+		hasKey bool // some change carries a key (batchKeys)
 	}
-	groups := make(map[string]*group, len(changes))
-	slab := make([]group, 0, len(changes)) // never grows: pointers into it stay valid
-	var order []*group
-	groupOf := make([]int32, len(changes)) // into order; -1: a truncate
+	groups := make(map[string]int32, len(changes)) // into order
+	order := make([]group, 0, len(changes))        // first seen first
+	groupOf := make([]int32, len(changes))         // into order; -1: a truncate
 	var keyBuf []byte
 	for i, c := range changes {
 		if c.Op == normalize.OpTruncate {
@@ -114,27 +112,28 @@ func foldBatch(changes []*normalize.Change, stored func(keys []string) []storedK
 			continue
 		}
 		keyBuf = AppendKey(keyBuf[:0], c.Key)
-		g, ok := groups[string(keyBuf)]
+		gi, ok := groups[string(keyBuf)]
 		if !ok {
-			slab = append(slab, group{key: string(keyBuf), pos: int32(len(order))})
-			g = &slab[len(slab)-1]
-			groups[g.key] = g
-			order = append(order, g)
+			gi = int32(len(order))
+			order = append(order, group{key: string(keyBuf)})
+			groups[order[gi].key] = gi
 		}
+		g := &order[gi]
 		g.n++
 		g.hasKey = g.hasKey || c.Key != nil
-		groupOf[i] = g.pos
+		groupOf[i] = gi
 	}
 	{
 		idx := make([]int, len(changes))
 		at := 0
-		for _, g := range order {
+		for gi := range order {
+			g := &order[gi]
 			g.idx = idx[at : at : at+g.n]
 			at += g.n
 		}
 		for i, gi := range groupOf {
 			if gi >= 0 {
-				g := order[gi]
+				g := &order[gi]
 				g.idx = append(g.idx, i) // within its share: stream order kept
 			}
 		}
@@ -155,7 +154,7 @@ func foldBatch(changes []*normalize.Change, stored func(keys []string) []storedK
 			f.Keys = append(f.Keys, g.key)
 		}
 	}
-	finSlab := make([]finalState, 0, len(order)) // never grows, as slab
+	finSlab := make([]finalState, 0, len(order)) // never grows: pointers into it stay valid
 	sts := stored(keys)
 	for gi, g := range order {
 		slices.SortStableFunc(g.idx, func(a, b int) int {
