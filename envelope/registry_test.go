@@ -51,7 +51,7 @@ func fakeRegistry(t *testing.T, tlsServer bool) (*httptest.Server, *atomic.Int32
 		case "5":
 			json.NewEncoder(w).Encode(map[string]any{"schema": "syntax = \"proto3\";", "schemaType": "PROTOBUF"})
 		case "6":
-			time.Sleep(600 * time.Millisecond)
+			<-r.Context().Done() // answers only when the client gives up
 		}
 	})
 	var srv *httptest.Server
@@ -66,7 +66,10 @@ func fakeRegistry(t *testing.T, tlsServer bool) (*httptest.Server, *atomic.Int32
 
 func TestSRClientRegistry(t *testing.T) {
 	srv, hits := fakeRegistry(t, false)
-	reg := NewSRClientRegistry(srv.URL+"/apis/ccompat/v7", WithBasicAuth("sink", "s3cret"), WithTimeout(300*time.Millisecond))
+	// a generous timeout for the answers (a loaded -race run must not turn
+	// them into timeouts); a short one where the timeout is the point
+	reg := NewSRClientRegistry(srv.URL+"/apis/ccompat/v7", WithBasicAuth("sink", "s3cret"), WithTimeout(30*time.Second))
+	hasty := NewSRClientRegistry(srv.URL+"/apis/ccompat/v7", WithBasicAuth("sink", "s3cret"), WithTimeout(100*time.Millisecond))
 	ctx := context.Background()
 
 	s, err := reg.Schema(ctx, 1)
@@ -88,7 +91,7 @@ func TestSRClientRegistry(t *testing.T) {
 	if _, err := reg.Schema(ctx, 5); reason(err) != quarantine.MalformedAvro {
 		t.Errorf("protobuf: %v", err)
 	}
-	if _, err := reg.Schema(ctx, 6); !quarantine.IsTransient(err) {
+	if _, err := hasty.Schema(ctx, 6); !quarantine.IsTransient(err) {
 		t.Errorf("timeout: %v", err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
