@@ -1,7 +1,6 @@
 package envelope
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -588,7 +587,7 @@ func (d *Decoder) decodeAvro(ctx context.Context, which string, b []byte, ev *Ev
 		return side{}, err
 	}
 	body := b[5:]
-	r := avroReader{buf: bytes.Clone(body)}
+	r := avroReader{buf: body}
 	r.bx.presize(c.nvals, c.nrows)
 	var v any
 	var end int

@@ -183,7 +183,7 @@ func (d *Decoder) decodeJSON(topic, which string, b []byte, ev *Event) (side, er
 		// Not JsonConverter's {"schema":…,"payload":…} order: decode the
 		// object schemaless in one pass; only if it turns out to have both
 		// keys after all, decode it again as schema'd.
-		s.pos, s.arena = 0, make([]byte, 0, len(b))
+		s.pos, s.arena = 0, nil
 		hint := &d.plain[1]
 		if s.inKey {
 			hint = &d.plain[0]
@@ -205,7 +205,7 @@ func (d *Decoder) decodeJSON(topic, which string, b []byte, ev *Event) (side, er
 			s.discardEnvelope()
 			s.envPlain = false
 			if isPlain {
-				s.pos, s.depth, s.arena = 0, 0, make([]byte, 0, len(b))
+				s.pos, s.depth, s.arena = 0, 0, nil
 				if r, e = s.anyObject(); e != nil {
 					return side{}, jsonErr(which, e)
 				}
@@ -222,7 +222,6 @@ func (d *Decoder) decodeJSON(topic, which string, b []byte, ev *Event) (side, er
 		entry      *jsonEntry
 		haveSchema bool
 		schemaNull bool
-		schemaLen  int
 		havePay    bool
 		payPos     = -1 // payload seen before the schema: decode afterwards
 		payVal     any
@@ -256,7 +255,6 @@ func (d *Decoder) decodeJSON(topic, which string, b []byte, ev *Event) (side, er
 					d.hints.set(topic, isKey, entry)
 				}
 				haveSchema = true
-				schemaLen = len(entry.raw)
 			} else if c == 'n' && s.literal("null") {
 				haveSchema, schemaNull = true, true
 			} else if e := s.skip(); e != nil {
@@ -266,7 +264,7 @@ func (d *Decoder) decodeJSON(topic, which string, b []byte, ev *Event) (side, er
 			havePay = true
 			switch {
 			case haveSchema && entry != nil && entry.perr == nil:
-				s.arena = make([]byte, 0, len(b)-s.pos)
+				s.arena = nil
 				s.bx.presize(entry.nvals, entry.nrows)
 				v, e := s.typedVal(entry.node)
 				if e != nil {
@@ -297,7 +295,7 @@ func (d *Decoder) decodeJSON(topic, which string, b []byte, ev *Event) (side, er
 	}
 	if !(haveSchema && havePay) {
 		// schemaless: the whole object is the payload
-		s.pos, s.arena = 0, make([]byte, 0, len(b))
+		s.pos, s.arena = 0, nil
 		r, e := s.anyObject()
 		if e != nil {
 			return side{}, jsonErr(which, e)
@@ -309,7 +307,7 @@ func (d *Decoder) decodeJSON(topic, which string, b []byte, ev *Event) (side, er
 	}
 	if !payDone {
 		s.pos, s.depth = payPos, 0
-		s.arena = make([]byte, 0, len(b)-schemaLen)
+		s.arena = nil
 		var v any
 		var e *decodeErr
 		if schemaNull {

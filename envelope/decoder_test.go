@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/cdcsink/cdc-sink/quarantine"
 	"github.com/cdcsink/cdc-sink/source"
@@ -562,12 +563,25 @@ func TestJSONScannerDetails(t *testing.T) {
 	if v, _ := r.Get("p"); v != Number("12.34") {
 		t.Errorf("numeric decimal: %#v", v)
 	}
-	// strings never alias the input
-	in := []byte(`{"s":"abc"}`)
+	// plain strings and numbers are views of the record (no copy of it);
+	// escaped strings are unescaped into the arena
+	in := []byte(`{"s":"abc","n":12.5,"e":"a\"b"}`)
 	ev, _ := d.Decode(context.Background(), &source.Record{Value: in})
-	in[6] = 'X'
-	if v, _ := ev.After.Get("s"); v != "abc" {
-		t.Errorf("aliasing: %q", v)
+	within := func(p *byte) bool {
+		a := uintptr(unsafe.Pointer(p))
+		return a >= uintptr(unsafe.Pointer(&in[0])) && a < uintptr(unsafe.Pointer(&in[0]))+uintptr(len(in))
+	}
+	sv, _ := ev.After.Get("s")
+	nv, _ := ev.After.Get("n")
+	ev2, _ := ev.After.Get("e")
+	if s, ok := sv.(string); !ok || s != "abc" || !within(unsafe.StringData(s)) {
+		t.Errorf("plain string: %#v, not a view of the record", sv)
+	}
+	if n, ok := nv.(Number); !ok || n != "12.5" || !within(unsafe.StringData(string(n))) {
+		t.Errorf("number: %#v, not a view of the record", nv)
+	}
+	if e, ok := ev2.(string); !ok || e != `a"b` || within(unsafe.StringData(e)) {
+		t.Errorf("escaped string: %#v", ev2)
 	}
 }
 

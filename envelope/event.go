@@ -59,7 +59,9 @@ type Number string
 // struct). envelope/README.md has the full table.
 //
 // Rows decoded with the same schema share Schema and Names: treat both as
-// read-only. Values never alias the Kafka record's bytes.
+// read-only. Strings, numbers and bytes values may be views of the record's
+// bytes (a source never changes or reuses a record it handed out): never
+// write to a decoded value, and expect it to keep its record alive.
 type Row struct {
 	Schema *Schema
 	Names  []string

@@ -14,8 +14,11 @@ import (
 
 // This file is the hand-rolled JSON scanner of the hot path. It walks the
 // record bytes once, guided by a cached Connect schema where there is one,
-// and never builds an intermediate tree. Decoded strings and bytes are copied
-// into one per-record arena (one allocation), so they never alias the record.
+// and never builds an intermediate tree. A string without escapes and a
+// number are views into the record's bytes (sources never reuse or change
+// them; the event keeps them alive as long as it is held); strings with
+// escapes and decoded base64 go to a per-record arena, allocated on first
+// need with room for the rest of the record (bench/README.md, *Views*).
 
 // decodeErr is an error found while scanning; path segments are appended while
 // the recursion unwinds (innermost first), so the success path pays nothing.
@@ -50,7 +53,7 @@ func (e *decodeErr) pathString() string {
 type scanner struct {
 	buf      []byte
 	pos      int
-	arena    []byte // append-only; strings are views into it
+	arena    []byte // append-only, nil until needed; unescaped strings are views into it
 	depth    int
 	maxDepth int
 	intern   *interner // schemaless field names
@@ -294,11 +297,10 @@ func (s *scanner) strBytes() ([]byte, *decodeErr) {
 		i++
 	}
 	if i < len(buf) && buf[i] == '"' { // fast path: plain ASCII, no escapes
-		mark := len(s.arena)
-		s.arena = append(s.arena, buf[start:i]...)
 		s.pos = i + 1
-		return s.arena[mark:len(s.arena):len(s.arena)], nil
+		return buf[start:i:i], nil
 	}
+	s.room(len(buf) - start)
 	mark := len(s.arena)
 	s.arena = append(s.arena, buf[start:i]...)
 	for {
@@ -533,15 +535,26 @@ func (s *scanner) floatVal(bits int) (float64, *decodeErr) {
 	return f, nil
 }
 
-// number returns the literal text of a number as a Number in the arena.
+// number returns the literal text of a number as a Number (a view of the record).
 func (s *scanner) number() (Number, *decodeErr) {
 	tok, _, err := s.numToken()
 	if err != nil {
 		return "", err
 	}
-	mark := len(s.arena)
-	s.arena = append(s.arena, tok...)
-	return Number(unsafe.String(&s.arena[mark], len(tok))), nil
+	return Number(unsafe.String(&tok[0], len(tok))), nil
+}
+
+// room makes sure the arena has room for n more bytes without moving. The
+// first allocation of a record takes the rest of the record at once: an
+// unescaped string or a decoded base64 value is never longer than its text,
+// so one allocation serves the whole record.
+func (s *scanner) room(n int) {
+	if cap(s.arena)-len(s.arena) >= n {
+		return
+	}
+	next := make([]byte, len(s.arena), len(s.arena)+max(n, len(s.buf)-s.pos))
+	copy(next, s.arena)
+	s.arena = next
 }
 
 // ---- skipping ----
@@ -1027,14 +1040,12 @@ func (s *scanner) base64Val() (any, *decodeErr) {
 	if err != nil {
 		return nil, err
 	}
-	// decode behind the raw text, then move the result down over it
+	// raw is a view of the record or, with escapes, the arena's bytes from
+	// mark on: decode behind it, then move the result down to mark
 	n := base64.StdEncoding.DecodedLen(len(raw)) + 2 // +2: room for unpadded input
-	if cap(s.arena)-len(s.arena) < n {
-		s.arena = append(s.arena, make([]byte, n)...)
-	} else {
-		s.arena = s.arena[:len(s.arena)+n]
-	}
-	dst := s.arena[mark+len(raw):]
+	s.room(n)
+	s.arena = s.arena[:len(s.arena)+n]
+	dst := s.arena[len(s.arena)-n:]
 	nb, derr := base64.StdEncoding.Decode(dst, raw)
 	if derr != nil {
 		for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {

@@ -13,7 +13,8 @@ type Header struct {
 // Record is one Kafka record exactly as it was read. A nil Key or Value is a
 // Kafka null (a nil Value is a tombstone); an empty non-nil slice is an empty
 // byte string. Nothing downstream may modify the slices: quarantine writes them
-// back byte-for-byte.
+// back byte-for-byte, and decoded values are views of them (envelope.Row).
+// A source never changes or reuses the slices of a record it returned.
 type Record struct {
 	Topic     string
 	Partition int32
