@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/cdcsink/cdc-sink/internal/jsonstr"
 	"github.com/cdcsink/cdc-sink/quarantine"
 )
 
@@ -266,16 +267,7 @@ func (s *scanner) objNext() (more bool, err *decodeErr) {
 
 // ---- strings ----
 
-var strPlain = func() (t [256]bool) {
-	for i := 0x20; i < 0x80; i++ {
-		t[i] = true
-	}
-	t['"'] = false
-	t['\\'] = false
-	return t
-}()
-
-// str reads a JSON string into the arena and returns a view of it.
+// str reads a JSON string: a view of the record, or of the arena when it has escapes.
 func (s *scanner) str() (string, *decodeErr) {
 	b, err := s.strBytes()
 	if err != nil || len(b) == 0 {
@@ -284,7 +276,8 @@ func (s *scanner) str() (string, *decodeErr) {
 	return unsafe.String(&b[0], len(b)), nil
 }
 
-// strBytes reads a JSON string (unescaped, UTF-8 validated) into the arena.
+// strBytes reads a JSON string (unescaped, UTF-8 validated): a view of the
+// record without escapes, else into the arena.
 func (s *scanner) strBytes() ([]byte, *decodeErr) {
 	if s.peek() != '"' {
 		return nil, s.syntax("string")
@@ -292,10 +285,7 @@ func (s *scanner) strBytes() ([]byte, *decodeErr) {
 	s.pos++
 	start := s.pos
 	buf := s.buf
-	i := s.pos
-	for i < len(buf) && strPlain[buf[i]] {
-		i++
-	}
+	i := jsonstr.Plain(buf, s.pos)
 	if i < len(buf) && buf[i] == '"' { // fast path: plain ASCII, no escapes
 		s.pos = i + 1
 		return buf[start:i:i], nil
@@ -375,10 +365,7 @@ func (s *scanner) strBytes() ([]byte, *decodeErr) {
 			i += size
 		}
 		// copy the next run of plain bytes in one go
-		j := i
-		for j < len(buf) && strPlain[buf[j]] {
-			j++
-		}
+		j := jsonstr.Plain(buf, i)
 		s.arena = append(s.arena, buf[i:j]...)
 		i = j
 	}
@@ -645,9 +632,7 @@ func (s *scanner) skipString() *decodeErr {
 	buf := s.buf
 	i := s.pos + 1
 	for {
-		for i < len(buf) && strPlain[buf[i]] {
-			i++
-		}
+		i = jsonstr.Plain(buf, i)
 		if i >= len(buf) {
 			s.pos = i
 			return s.syntax("'\"' ending string")

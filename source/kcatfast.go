@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/cdcsink/cdc-sink/internal/jsonstr"
 )
 
 // parseFast decodes the common shape of a kcat -J line in one pass: the
@@ -209,20 +211,6 @@ func (p *fastParser) plainString() ([]byte, bool) {
 	return nil, false
 }
 
-// strStop marks the bytes at which str's scan of plain bytes stops: the
-// closing quote, an escape, a control character (not allowed in a JSON
-// string) and a non-ASCII byte (its UTF-8 is checked at the end).
-var strStop = func() (t [256]bool) {
-	for c := range 0x20 {
-		t[c] = true
-	}
-	for c := 0x80; c < 256; c++ {
-		t[c] = true
-	}
-	t['"'], t['\\'] = true, true
-	return t
-}()
-
 // strScratch holds the buffers str unescapes into before the string's
 // length is known; the result is then copied out at its exact size, since
 // records keep it for a whole batch.
@@ -262,9 +250,7 @@ func (p *fastParser) scan() (v []byte, sp *[]byte, ok bool) {
 	var out []byte // with sp: the unescaped bytes so far
 	hi := false
 	for {
-		for i < len(b) && !strStop[b[i]] {
-			i++
-		}
+		i = jsonstr.Plain(b, i)
 		if i == len(b) {
 			return nil, nil, false
 		}
