@@ -19,7 +19,8 @@ import (
 // number are views into the record's bytes (sources never reuse or change
 // them; the event keeps them alive as long as it is held); strings with
 // escapes and decoded base64 go to a per-record arena, allocated on first
-// need with room for the rest of the record (bench/README.md, *Views*).
+// need with room for the rest of the record (bench/README.md, *Decoded values
+// as views of the record*).
 
 // decodeErr is an error found while scanning; path segments are appended while
 // the recursion unwinds (innermost first), so the success path pays nothing.
