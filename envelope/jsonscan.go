@@ -218,39 +218,37 @@ func (s *scanner) objKey(scratch *[64]byte) ([]byte, *decodeErr) {
 	}
 	s.pos++
 	start := s.pos
-	for s.pos < len(s.buf) {
-		c := s.buf[s.pos]
-		if c == '"' {
-			key := s.buf[start:s.pos]
-			s.pos++
-			if err := s.consume(':', "':' after object key"); err != nil {
-				return nil, err
-			}
-			return key, nil
-		}
-		if c == '\\' || c < 0x20 || c >= 0x80 {
-			// slow path: full string decoding into scratch (or heap if long)
-			s.pos = start - 1
-			mark := len(s.arena)
-			str, err := s.str()
-			if err != nil {
-				return nil, err
-			}
-			var key []byte
-			if len(str) <= len(scratch) {
-				key = append(scratch[:0], str...)
-			} else {
-				key = []byte(str)
-			}
-			s.arena = s.arena[:mark] // the key did not need to be kept
-			if err := s.consume(':', "':' after object key"); err != nil {
-				return nil, err
-			}
-			return key, nil
-		}
-		s.pos++
+	s.pos = jsonstr.Plain(s.buf, start)
+	if s.pos == len(s.buf) {
+		return nil, s.syntax("'\"' ending object key")
 	}
-	return nil, s.syntax("'\"' ending object key")
+	if s.buf[s.pos] == '"' {
+		key := s.buf[start:s.pos]
+		s.pos++
+		if err := s.consume(':', "':' after object key"); err != nil {
+			return nil, err
+		}
+		return key, nil
+	}
+	// slow path: an escape, a control character or non-ASCII; full string
+	// decoding into scratch (or heap if long)
+	s.pos = start - 1
+	mark := len(s.arena)
+	str, err := s.str()
+	if err != nil {
+		return nil, err
+	}
+	var key []byte
+	if len(str) <= len(scratch) {
+		key = append(scratch[:0], str...)
+	} else {
+		key = []byte(str)
+	}
+	s.arena = s.arena[:mark] // the key did not need to be kept
+	if err := s.consume(':', "':' after object key"); err != nil {
+		return nil, err
+	}
+	return key, nil
 }
 
 // objNext consumes ',' (more=true) or '}' (more=false).
