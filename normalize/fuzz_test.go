@@ -9,6 +9,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/cdcsink/cdc-sink/envelope"
+	"github.com/cdcsink/cdc-sink/internal/deepbits"
 	"github.com/cdcsink/cdc-sink/quarantine"
 	"github.com/cdcsink/cdc-sink/source"
 )
@@ -267,7 +268,7 @@ func FuzzUnorderedMatchesNormalize(f *testing.F) {
 		}
 		for i, ev := range evs {
 			c, err := un.Ordered(pend[i], ev, recs[i])
-			if got := (out{c, text(err)}); !equalBits(reflect.ValueOf(got), reflect.ValueOf(want[i])) {
+			if got := (out{c, text(err)}); !deepbits.Equal(got, want[i]) {
 				t.Fatalf("event %d: Unordered+Ordered %+v %q, Normalize %+v %q", i, got.c, got.err, want[i].c, want[i].err)
 			}
 		}
@@ -327,76 +328,8 @@ func checkKind(t *testing.T, ty Type, v any) {
 	}
 }
 
-// equalBits is reflect.DeepEqual except that floats compare by their bits:
-// a generated float can be NaN (a legal double key or value, which Postgres
-// orders and indexes), and NaN != NaN would fail two identical Changes.
-// Cycles cannot occur in a Change, so no visited set.
-func equalBits(a, b reflect.Value) bool {
-	if a.IsValid() != b.IsValid() {
-		return false
-	}
-	if !a.IsValid() {
-		return true
-	}
-	if a.Type() != b.Type() {
-		return false
-	}
-	switch a.Kind() {
-	case reflect.Float32, reflect.Float64:
-		return math.Float64bits(a.Float()) == math.Float64bits(b.Float())
-	case reflect.Pointer, reflect.Interface:
-		if a.IsNil() || b.IsNil() {
-			return a.IsNil() == b.IsNil()
-		}
-		return equalBits(a.Elem(), b.Elem())
-	case reflect.Slice:
-		if a.IsNil() != b.IsNil() {
-			return false
-		}
-		fallthrough
-	case reflect.Array:
-		if a.Len() != b.Len() {
-			return false
-		}
-		for i := 0; i < a.Len(); i++ {
-			if !equalBits(a.Index(i), b.Index(i)) {
-				return false
-			}
-		}
-		return true
-	case reflect.Struct:
-		for i := 0; i < a.NumField(); i++ {
-			if !equalBits(a.Field(i), b.Field(i)) {
-				return false
-			}
-		}
-		return true
-	case reflect.Map:
-		if a.IsNil() != b.IsNil() || a.Len() != b.Len() {
-			return false
-		}
-		for _, k := range a.MapKeys() {
-			if !equalBits(a.MapIndex(k), b.MapIndex(k)) {
-				return false
-			}
-		}
-		return true
-	case reflect.Func, reflect.Chan, reflect.UnsafePointer:
-		return a.Pointer() == b.Pointer()
-	case reflect.Bool:
-		return a.Bool() == b.Bool()
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return a.Int() == b.Int()
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		return a.Uint() == b.Uint()
-	case reflect.String:
-		return a.String() == b.String()
-	case reflect.Complex64, reflect.Complex128:
-		return a.Complex() == b.Complex()
-	}
-	return false
-}
-
+// TestEqualBits: deepbits.Equal on Changes, the values this package's
+// fuzz targets compare.
 func TestEqualBits(t *testing.T) {
 	nan := math.NaN()
 	for _, c := range []struct {
@@ -415,11 +348,11 @@ func TestEqualBits(t *testing.T) {
 		{"decimal scale", &Change{Row: []any{decimal.RequireFromString("1.0")}}, &Change{Row: []any{decimal.RequireFromString("1.00")}}, false},
 		{"equal decimals", &Change{Row: []any{decimal.RequireFromString("1.25")}}, &Change{Row: []any{decimal.RequireFromString("1.25")}}, true},
 	} {
-		if got := equalBits(reflect.ValueOf(c.a), reflect.ValueOf(c.b)); got != c.want {
-			t.Errorf("%s: equalBits = %v, want %v", c.name, got, c.want)
+		if got := deepbits.Equal(c.a, c.b); got != c.want {
+			t.Errorf("%s: Equal = %v, want %v", c.name, got, c.want)
 		}
 		if c.want != reflect.DeepEqual(c.a, c.b) && !strings.HasPrefix(c.name, "NaN") {
-			t.Errorf("%s: equalBits disagrees with reflect.DeepEqual on NaN-free values", c.name)
+			t.Errorf("%s: Equal disagrees with reflect.DeepEqual on NaN-free values", c.name)
 		}
 	}
 }
@@ -442,7 +375,7 @@ func TestUnorderedMatchesNormalizeNaNKey(t *testing.T) {
 		if !math.IsNaN(want.Key[0].(float64)) {
 			t.Fatalf("kind %v: key %v, want NaN first", ev.Kind, want.Key)
 		}
-		if !equalBits(reflect.ValueOf(got), reflect.ValueOf(want)) {
+		if !deepbits.Equal(got, want) {
 			t.Errorf("kind %v: Unordered+Ordered %+v, Normalize %+v", ev.Kind, got, want)
 		}
 	}
