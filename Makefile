@@ -171,10 +171,12 @@ clean: ## remove build outputs (not the stack: make stack-down WIPE=1)
 # cdc-sink vs Spark Structured Streaming foreachBatch + MERGE (local[2], delta-spark) vs a delta-rs
 # merge loop, each consuming its own copy of the same generated Debezium stream from Kafka, one at
 # a time; then the correctness gate (the three tables equal each other and dbzgen's Expected()).
-# Needs a Kafka broker (BENCH_BROKERS; `make stack-up` gives 127.0.0.1:9092) and the venv; Spark's
+# Needs a Kafka broker (BENCH_BROKERS; `make stack-up` gives 127.0.0.1:9092), for Avro streams a
+# Confluent-compatible registry (BENCH_REGISTRY; the stack's), and the venv; Spark's
 # jars come from Maven Central through Ivy on the first run (cached in ~/.ivy2.5.2).
 # bench/README.md explains the figures.
 BENCH_BROKERS ?= 127.0.0.1:9092
+BENCH_REGISTRY ?= http://127.0.0.1:8080/apis/ccompat/v7
 BENCH_WORK    ?= /tmp/cdcsink-bench
 BENCH_OUT     ?= bench/results
 BENCH_RUN     := .venv/bin/python bench/harness.py run --brokers $(BENCH_BROKERS) --work $(BENCH_WORK)
@@ -183,18 +185,21 @@ BENCH_RUN     := .venv/bin/python bench/harness.py run --brokers $(BENCH_BROKERS
 # The full set takes about 1 h on 2 cores (43 min of it at 10M rows, mostly Spark) and ~50 GB of disk
 # for the three 10M-record topics and tables (BENCH_SIZES to choose).
 BENCH_SIZES   ?= 100000 1000000 10000000
+# streams per size: json-plain, json-schema, avro (each adds the size's time again)
+BENCH_FORMATS ?= json-plain
 
 bench: ## benchmarks vs Spark and delta-rs at 100k, 1M and 10M rows + mergebench curve → bench/results/<date>.{md,json,png}
 	scripts/venv.sh
 	.venv/bin/python bench/harness.py mergebench --work $(BENCH_WORK) --out $(BENCH_OUT)/raw --sizes 100000,1000000,3000000,10000000
-	for n in $(BENCH_SIZES); do \
-	  $(BENCH_RUN) --out $(BENCH_OUT)/raw --format json-plain --size $$n --backlog 300000 --live 3000 --rate 100 --batch 10000 --late-distance 15000 --timeout 7200 --no-build || exit 1; \
-	done
+	for n in $(BENCH_SIZES); do for f in $(BENCH_FORMATS); do \
+	  $(BENCH_RUN) --out $(BENCH_OUT)/raw --format $$f --registry $(BENCH_REGISTRY) --size $$n --backlog 300000 --live 3000 --rate 100 --batch 10000 --late-distance 15000 --timeout 7200 --no-build || exit 1; \
+	done; done
 	.venv/bin/python bench/harness.py report --out $(BENCH_OUT)/raw --results $(BENCH_OUT)
 
 .PHONY: bench-smoke
-bench-smoke: ## small benchmark, all three contenders + correctness gate (5k rows, 20k events; a few minutes)
+bench-smoke: ## small benchmark, all three contenders + correctness gate, schema'd JSON and Avro (5k rows, 20k events each; a few minutes)
 	scripts/venv.sh
 	@out=$$(mktemp -d /tmp/cdcsink-bench-smoke.XXXXXX); \
 	$(BENCH_RUN) --out $$out/raw --format json-schema --size 5000 --backlog 18000 --live 2000 --rate 100 --batch 5000 && \
+	$(BENCH_RUN) --out $$out/raw --format avro --registry $(BENCH_REGISTRY) --size 5000 --backlog 18000 --live 2000 --rate 100 --batch 5000 --no-build && \
 	.venv/bin/python bench/harness.py report --out $$out/raw --results $$out && echo "bench-smoke: results in $$out"

@@ -1,8 +1,9 @@
 """delta-rs contender: confluent-kafka consumer loop + deltalake MERGE.
 
 Same semantics as the Spark contender (bench/contenders/spark_sink.py): Debezium JSON parsed
-per record (json.loads), cdc-sink's version string from (phase, commit, lsn), newest change
-per key per batch, then
+per record (json.loads), or Avro in the Confluent frame decoded with fastavro by the writer
+schema its id names (fetched once per id from --registry, the ccompat API); cdc-sink's version
+string from (phase, commit, lsn), newest change per key per batch, then
 
     DeltaTable.merge(source, "t.id = s.id")
       .when_matched_update_all(predicate="s._cdc_source_version > t._cdc_source_version")
@@ -16,11 +17,14 @@ import argparse
 import base64
 import datetime as dt
 import decimal
+import io
 import json
 import os
 import sys
 import time
+import urllib.request
 
+import fastavro
 import pyarrow as pa
 from confluent_kafka import Consumer, TopicPartition
 from deltalake import DeltaTable, write_deltalake
@@ -52,11 +56,32 @@ def amount(b64):
     return decimal.Decimal(n).scaleb(-2).quantize(D2)
 
 
-def parse(value, schemaful):
-    """One Debezium JSON value -> (id, version, row tuple) or None."""
-    v = json.loads(value)
-    if schemaful:
-        v = v.get("payload")
+class AvroValues:
+    """Decodes Confluent-framed Avro values (magic 0, 4-byte schema id, the datum) with the
+    writer schema of each id, fetched from the registry's ccompat API the first time it is seen."""
+
+    def __init__(self, registry):
+        self.registry = registry.rstrip("/")
+        self.schemas = {}
+
+    def schema(self, sid):
+        s = self.schemas.get(sid)
+        if s is None:
+            with urllib.request.urlopen(f"{self.registry}/schemas/ids/{sid}", timeout=30) as r:
+                s = fastavro.parse_schema(json.loads(json.load(r)["schema"]))
+            self.schemas[sid] = s
+        return s
+
+    def __call__(self, value):
+        if len(value) < 5 or value[0] != 0:
+            raise ValueError(f"not a Confluent Avro frame (first byte {value[:1]!r})")
+        return fastavro.schemaless_reader(io.BytesIO(value[5:]), self.schema(int.from_bytes(value[1:5], "big")))
+
+
+def parse(value, decode):
+    """One Debezium value -> (id, version, row tuple) or None. decode turns the bytes into the
+    envelope dict: json.loads, the schema-ful JSON's payload, or AvroValues."""
+    v = decode(value)
     if not isinstance(v, dict) or v.get("op") not in ("c", "u", "d", "r"):
         return None
     src = v["source"]
@@ -72,7 +97,9 @@ def parse(value, schemaful):
         row = (kid,) + (None,) * 12 + (True, version, op, src.get("ts_us"))
     else:
         kid = a["id"]
-        row = (kid, a.get("customer_id"), a.get("status"), amount(a.get("amount")),
+        amt = a.get("amount")  # JSON: base64 of the unscaled value; Avro: a Decimal already
+        row = (kid, a.get("customer_id"), a.get("status"),
+               amt.quantize(D2) if isinstance(amt, decimal.Decimal) else amount(amt),
                iso_micros(a["created_at"]) if a.get("created_at") is not None else None,
                a.get("updated_at"), a.get("ship_date"), a.get("payload"), a.get("tags"), a.get("note"),
                a.get("uuid"), a.get("paid"), a.get("filler"), False, version, op, src.get("ts_us"))
@@ -92,12 +119,12 @@ def to_table(rows):
     return pa.Table.from_arrays(arrays, schema=SCHEMA)
 
 
-def newest(msgs, schemaful):
+def newest(msgs, decode):
     best = {}
     for m in msgs:
         if m.value() is None:  # Kafka tombstone: the delete before it decided
             continue
-        r = parse(m.value(), schemaful)
+        r = parse(m.value(), decode)
         if r is None:
             continue
         kid, ver, row = r
@@ -120,11 +147,19 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--batch", type=int, default=10000)
     ap.add_argument("--max-interval", type=float, default=0.25)
-    ap.add_argument("--format", default="json-schema")
+    ap.add_argument("--format", default="json-schema", choices=["json-schema", "json-plain", "avro"])
+    ap.add_argument("--registry", default="", help="Confluent-compatible registry URL (--format avro)")
     ap.add_argument("--group", default="bench.deltars")
     ap.add_argument("--bootstrap-chunk", type=int, default=500000, help="snapshot rows per bootstrap write")
     a = ap.parse_args()
-    schemaful = a.format == "json-schema"
+    if a.format == "avro":
+        if not a.registry:
+            ap.error("--format avro needs --registry")
+        decode = AvroValues(a.registry)
+    elif a.format == "json-schema":
+        decode = lambda b: json.loads(b).get("payload")
+    else:
+        decode = json.loads
     progress = os.path.join(a.work, "progress.jsonl")
     c = Consumer({"bootstrap.servers": a.brokers, "group.id": a.group, "enable.auto.commit": False,
                   "auto.offset.reset": "earliest", "enable.partition.eof": True,
@@ -153,7 +188,7 @@ def main():
                 msgs.append(m)
                 offs[str(m.partition())] = m.offset() + 1
         if msgs and (len(msgs) >= a.bootstrap_chunk or not pending):
-            write_deltalake(a.table, to_table(newest(msgs, schemaful)), mode=mode)
+            write_deltalake(a.table, to_table(newest(msgs, decode)), mode=mode)
             mode = "append"
             msgs = []
     if mode == "overwrite":  # empty snapshot: still create the table
@@ -183,7 +218,7 @@ def main():
                 break
         if buf:
             ts = time.time()
-            rows = newest(buf, schemaful)
+            rows = newest(buf, decode)
             if rows:
                 (dtab.merge(source=to_table(rows), predicate="t.id = s.id", source_alias="s", target_alias="t")
                  .when_matched_update_all(predicate="s._cdc_source_version > t._cdc_source_version")

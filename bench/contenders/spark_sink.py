@@ -1,7 +1,9 @@
 """Spark contender: Structured Streaming from Kafka + foreachBatch MERGE into Delta.
 
 The design of the articles (foreachBatch + MERGE), done right:
-  * parse the Debezium JSON with from_json (schema-ful `{"schema","payload"}` or schemaless);
+  * parse the Debezium JSON with from_json (schema-ful `{"schema","payload"}` or schemaless), or
+    Avro with from_avro (spark-avro) after the Confluent frame, by the writer schema of each id
+    (fetched from --registry, the ccompat API);
   * compute cdc-sink's source version string in SQL (docs/versioning.md; for these streams,
     without re-snapshot or incremental snapshot, (phase, commit, lsn) suffices):
         00000000-<phase>-<commit hex16>-<lsn hex16>-0000000000000000
@@ -23,11 +25,14 @@ import json
 import os
 import sys
 import time
+import urllib.request
+from functools import reduce
 
 from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
 
 PACKAGES = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.1,io.delta:delta-spark_2.13:4.0.0"
+AVRO_PACKAGE = "org.apache.spark:spark-avro_2.13:4.0.1"  # from_avro, for --format avro only
 # The Central mirror here lacks spark-token-provider-kafka-0-10_2.13:4.0.1 (404), a dependency of
 # spark-sql-kafka: exclude it from the Ivy resolution and put the 4.0.0 jar (same API) on the
 # classpath, downloaded once from Maven Central into ~/.cache/cdc-sink-bench.
@@ -62,13 +67,54 @@ def hex16(col):
     return F.lpad(F.lower(F.hex(col)), 16, "0")
 
 
-def parse(df, schemaful):
-    """Kafka rows (key, value, partition, offset) -> typed change rows with _cdc_ columns."""
-    schema = f"payload STRUCT<{ENV}>" if schemaful else ENV
+def schema_id():
+    """The schema id of a Confluent-framed Avro value (bytes 2-5, big-endian)."""
+    return F.conv(F.hex(F.substring(F.col("value"), 2, 4)), 16, 10).cast("int")
+
+
+def registry_schema(registry, sid):
+    """The writer schema (Avro JSON text) of id sid, from the registry's ccompat API."""
+    with urllib.request.urlopen(f"{registry.rstrip('/')}/schemas/ids/{sid}", timeout=30) as r:
+        return json.load(r)["schema"]
+
+
+def parse(df, fmt, avro=None):
+    """Kafka rows (key, value, partition, offset) -> typed change rows with _cdc_ columns.
+
+    fmt json-schema / json-plain: from_json of the envelope (with or without the schema-ful
+    {"schema","payload"} wrapper). avro: from_avro of the datum after the 5-byte Confluent frame,
+    once per writer schema id present (avro: {id: schema JSON}), the typed rows unioned."""
+    df = df.where(F.col("value").isNotNull())
+    if fmt == "avro":
+        from pyspark.sql.avro.functions import from_avro
+        datum = F.expr("substring(value, 6, length(value) - 5)")
+        frames = [changes(df.where(schema_id() == sid).select(from_avro(datum, text).alias("p"), "partition", "offset"),
+                          lambda amount: amount.cast("decimal(12,2)"))
+                  for sid, text in sorted(avro.items())]
+        if not frames:  # no Avro value seen yet: no rows (the JSON parse gives the empty frame its columns)
+            return parse(df.limit(0), "json-plain")
+        return reduce(lambda x, y: x.unionByName(y), frames)
+    schema = f"payload STRUCT<{ENV}>" if fmt == "json-schema" else ENV
     v = F.from_json(F.col("value").cast("string"), schema)
-    df = df.where(F.col("value").isNotNull()).select(v.alias("v"), "partition", "offset")
-    p = "v.payload" if schemaful else "v"
-    df = df.select(F.col(p).alias("p"), "partition", "offset").where(F.col("p.op").isin("c", "u", "d", "r"))
+    df = df.select(v.alias("v"), "partition", "offset")
+    p = "v.payload" if fmt == "json-schema" else "v"
+    return changes(df.select(F.col(p).alias("p"), "partition", "offset"), json_amount)
+
+
+def json_amount(col):
+    """Debezium Decimal in JSON: base64 of the big-endian two's-complement unscaled value
+    (scale 2)."""
+    b = F.unbase64(col)
+    h = F.hex(b)
+    unsigned = F.conv(h, 16, 10).cast("decimal(38,0)")
+    signed = F.when(F.conv(F.substring(h, 1, 2), 16, 10).cast("int") >= 128,
+                    unsigned - F.pow(F.lit(2), F.length(b) * 8).cast("decimal(38,0)")).otherwise(unsigned)
+    return (signed / F.lit(100)).cast("decimal(12,2)")
+
+
+def changes(df, amount):
+    """Envelope rows (p: before/after/source/op) -> the table's columns and _cdc_ columns."""
+    df = df.where(F.col("p.op").isin("c", "u", "d", "r"))
     seq = F.from_json(F.col("p.source.sequence"), "ARRAY<STRING>")
     phase = F.when(F.col("p.source.snapshot").isin("true", "first", "first_in_data_collection",
                                                     "last_in_data_collection", "last"), F.lit("0")).otherwise(F.lit("1"))
@@ -77,18 +123,12 @@ def parse(df, schemaful):
     version = F.concat(F.lit("00000000-"), phase, F.lit("-"), hex16(commit), F.lit("-"), hex16(lsn),
                        F.lit("-0000000000000000"))
     a = "p.after"
-    # Debezium Decimal: base64 of the big-endian two's-complement unscaled value (scale 2).
-    b = F.unbase64(F.col(f"{a}.amount"))
-    h = F.hex(b)
-    unsigned = F.conv(h, 16, 10).cast("decimal(38,0)")
-    signed = F.when(F.conv(F.substring(h, 1, 2), 16, 10).cast("int") >= 128,
-                    unsigned - F.pow(F.lit(2), F.length(b) * 8).cast("decimal(38,0)")).otherwise(unsigned)
     deleted = F.col("p.op") == "d"
     return df.select(
         F.coalesce(F.col(f"{a}.id"), F.col("p.before.id")).alias("id"),
         F.col(f"{a}.customer_id").alias("customer_id"),
         F.col(f"{a}.status").alias("status"),
-        (signed / F.lit(100)).cast("decimal(12,2)").alias("amount"),
+        amount(F.col(f"{a}.amount")).alias("amount"),
         F.to_timestamp(F.col(f"{a}.created_at")).alias("created_at"),
         F.timestamp_micros(F.col(f"{a}.updated_at")).alias("updated_at"),
         F.date_from_unix_date(F.col(f"{a}.ship_date")).alias("ship_date"),
@@ -123,14 +163,23 @@ def main():
     ap.add_argument("--table", required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--batch", type=int, default=10000)
-    ap.add_argument("--format", default="json-schema")
+    ap.add_argument("--format", default="json-schema", choices=["json-schema", "json-plain", "avro"])
+    ap.add_argument("--registry", default="", help="Confluent-compatible registry URL (--format avro)")
     ap.add_argument("--driver-memory", default="3g")
     ap.add_argument("--partitions", type=int, default=1, help="topic partitions (for startingOffsets)")
     a = ap.parse_args()
-    schemaful = a.format == "json-schema"
+    if a.format == "avro" and not a.registry:
+        ap.error("--format avro needs --registry")
+    avro = {}  # schema id -> writer schema text, fetched when an id is first seen
+
+    def learn(ids):
+        for sid in ids:
+            if sid not in avro:
+                avro[sid] = registry_schema(a.registry, sid)
     progress = os.path.join(a.work, "progress.jsonl")
     spark = (SparkSession.builder.master("local[2]").appName("bench-spark-sink")
-             .config("spark.jars.packages", PACKAGES).config("spark.jars.excludes", EXCLUDES)
+             .config("spark.jars.packages", PACKAGES + ("," + AVRO_PACKAGE if a.format == "avro" else ""))
+             .config("spark.jars.excludes", EXCLUDES)
              .config("spark.jars", token_jar())
              .config("spark.driver.memory", a.driver_memory)
              .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
@@ -151,7 +200,9 @@ def main():
            .option("startingOffsets", "earliest").option("endingOffsets", "latest").load()
            .select("value", "partition", "offset")).persist()
     offs = {str(r["partition"]): r["o"] + 1 for r in raw.groupBy("partition").agg(F.max("offset").alias("o")).collect()}
-    (newest_per_key(parse(raw, schemaful)).write.format("delta").mode("overwrite")
+    if a.format == "avro":
+        learn(r[0] for r in raw.where(F.col("value").isNotNull()).select(schema_id()).distinct().collect())
+    (newest_per_key(parse(raw, a.format, avro)).write.format("delta").mode("overwrite")
      .option("delta.enableDeletionVectors", "true").save(a.table))
     raw.unpersist()
     log(progress, {"bootstrap": True, "offsets": offs, "seconds": time.time() - t0, "t_end": time.time()})
@@ -168,11 +219,16 @@ def main():
     def apply(df, batch_id):
         ts = time.time()
         df = df.select("value", "partition", "offset").persist()
-        stats = df.groupBy("partition").agg(F.max("offset").alias("o"), F.count("*").alias("n")).collect()
+        aggs = [F.max("offset").alias("o"), F.count("*").alias("n")]
+        if a.format == "avro":  # the batch's schema ids, in the same pass as its offsets
+            aggs.append(F.collect_set(F.when(F.col("value").isNotNull(), schema_id())).alias("ids"))
+        stats = df.groupBy("partition").agg(*aggs).collect()
         if not stats:
             df.unpersist()
             return
-        src = newest_per_key(parse(df, schemaful))
+        if a.format == "avro":
+            learn(sid for r in stats for sid in r["ids"])
+        src = newest_per_key(parse(df, a.format, avro))
         (target.alias("t").merge(src.alias("s"), "t.id = s.id")
          .whenMatchedUpdateAll(condition="s._cdc_source_version > t._cdc_source_version")
          .whenNotMatchedInsertAll().execute())
