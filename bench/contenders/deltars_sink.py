@@ -22,12 +22,12 @@ import json
 import os
 import sys
 import time
-import urllib.request
 
 import fastavro
 import pyarrow as pa
 from confluent_kafka import Consumer, TopicPartition
 from deltalake import DeltaTable, write_deltalake
+from registry import writer_schema
 
 SNAP = {"true", "first", "first_in_data_collection", "last_in_data_collection", "last"}
 EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
@@ -61,15 +61,13 @@ class AvroValues:
     writer schema of each id, fetched from the registry's ccompat API the first time it is seen."""
 
     def __init__(self, registry):
-        self.registry = registry.rstrip("/")
+        self.registry = registry
         self.schemas = {}
 
     def schema(self, sid):
         s = self.schemas.get(sid)
         if s is None:
-            with urllib.request.urlopen(f"{self.registry}/schemas/ids/{sid}", timeout=30) as r:
-                s = fastavro.parse_schema(json.loads(json.load(r)["schema"]))
-            self.schemas[sid] = s
+            s = self.schemas[sid] = fastavro.parse_schema(json.loads(writer_schema(self.registry, sid)))
         return s
 
     def __call__(self, value):

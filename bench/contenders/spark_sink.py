@@ -25,11 +25,12 @@ import json
 import os
 import sys
 import time
-import urllib.request
 from functools import reduce
 
 from pyspark.sql import SparkSession, Window
 from pyspark.sql import functions as F
+
+from registry import writer_schema
 
 PACKAGES = "org.apache.spark:spark-sql-kafka-0-10_2.13:4.0.1,io.delta:delta-spark_2.13:4.0.0"
 AVRO_PACKAGE = "org.apache.spark:spark-avro_2.13:4.0.1"  # from_avro, for --format avro only
@@ -70,12 +71,6 @@ def hex16(col):
 def schema_id():
     """The schema id of a Confluent-framed Avro value (bytes 2-5, big-endian)."""
     return F.conv(F.hex(F.substring(F.col("value"), 2, 4)), 16, 10).cast("int")
-
-
-def registry_schema(registry, sid):
-    """The writer schema (Avro JSON text) of id sid, from the registry's ccompat API."""
-    with urllib.request.urlopen(f"{registry.rstrip('/')}/schemas/ids/{sid}", timeout=30) as r:
-        return json.load(r)["schema"]
 
 
 def parse(df, fmt, avro=None):
@@ -175,7 +170,7 @@ def main():
     def learn(ids):
         for sid in ids:
             if sid not in avro:
-                avro[sid] = registry_schema(a.registry, sid)
+                avro[sid] = writer_schema(a.registry, sid)
     progress = os.path.join(a.work, "progress.jsonl")
     spark = (SparkSession.builder.master("local[2]").appName("bench-spark-sink")
              .config("spark.jars.packages", PACKAGES + ("," + AVRO_PACKAGE if a.format == "avro" else ""))
